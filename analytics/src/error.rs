@@ -1,0 +1,18 @@
+use thiserror::Error;
+
+/// Everything the store can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("database schema version {found} is newer than this program supports ({supported})")]
+    SchemaTooNew { found: i64, supported: i64 },
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

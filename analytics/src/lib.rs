@@ -1,0 +1,18 @@
+//! Postern's storage and analytics: the SQLite store with its migrations, the
+//! write path that turns events into sessions and hourly rollups, the read-side
+//! queries, and the A/B statistics.
+//!
+//! Architecture invariant: this crate knows nothing of HTTP, warp or tokio.
+
+pub mod ab;
+pub mod accounts;
+mod error;
+pub mod model;
+pub mod period;
+pub mod query;
+pub mod sites;
+pub mod store;
+pub mod write;
+
+pub use error::{Error, Result};
+pub use store::Store;

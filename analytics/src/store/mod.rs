@@ -1,0 +1,105 @@
+//! Opening the SQLite database: pragmas, migrations and the pool of read-only
+//! connections. Writes go through [`crate::write::Writer`], which owns the one
+//! write connection.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::Result;
+
+mod migrations;
+
+pub use migrations::SCHEMA_VERSION;
+
+/// How hard a commit waits for the disk. `Full` is the default: an acknowledged
+/// event survives a power cut. `Normal` survives a crash of the process only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Full,
+    Normal,
+}
+
+/// How many idle read connections are kept open.
+const MAX_IDLE_READERS: usize = 8;
+
+/// The database file plus a small pool of read-only connections.
+pub struct Store {
+    path: PathBuf,
+    idle_readers: Mutex<Vec<Connection>>,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database and brings its schema up to date.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        let mut conn = open_write_connection(&path, Durability::Full)?;
+        migrations::run(&mut conn)?;
+        Ok(Store { path, idle_readers: Mutex::new(Vec::new()) })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the write connection. The collector keeps exactly one, owned by its
+    /// writer thread; the admin CLI opens its own for one-off changes.
+    pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
+        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?))
+    }
+
+    /// Runs `f` on a pooled read-only connection. Blocking: call it off async threads.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.idle_readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => open_read_connection(&self.path)?,
+        };
+        let result = f(&conn);
+        let mut idle = self.idle_readers.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < MAX_IDLE_READERS {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+fn open_write_connection(path: &Path, durability: Durability) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    // WAL lets readers run while the writer commits.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL syncs the WAL on every commit, so an acknowledged event is on disk.
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    // The admin CLI may write while the collector runs: wait rather than fail.
+    conn.busy_timeout(Duration::from_secs(5))?;
+    // Keep more of the rollup and session B-trees in memory (negative = KiB).
+    conn.pragma_update(None, "cache_size", -16_000)?;
+    Ok(conn)
+}
+
+fn open_read_connection(path: &Path) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.pragma_update(None, "cache_size", -16_000)?;
+    Ok(conn)
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A store in a fresh temporary directory, kept alive by the returned guard.
+    pub fn temp_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("test.db")).unwrap();
+        (dir, store)
+    }
+}
