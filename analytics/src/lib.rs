@@ -15,4 +15,5 @@ pub mod store;
 pub mod write;
 
 pub use error::{Error, Result};
+pub use rusqlite::Connection;
 pub use store::Store;

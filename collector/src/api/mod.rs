@@ -1,0 +1,266 @@
+//! The /v1 route table, the small filters the handlers share, and the one
+//! `recover` that answers what warp itself rejects (unknown path, wrong method).
+//!
+//! Handlers return `Result<Response, ApiError>` as a value (`Filter::then`);
+//! they never reject, so warp never tries another route after a handler ran.
+
+mod analytics;
+mod events;
+mod keys;
+mod ops;
+mod sites;
+
+use std::convert::Infallible;
+use std::str::FromStr;
+
+use bytes::{Buf, Bytes};
+use futures_util::{Stream, StreamExt};
+use http::StatusCode;
+use serde::Serialize;
+use warp::filters::BoxedFilter;
+use warp::reply::Response;
+use warp::{Filter, Rejection, Reply};
+
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::state::Ctx;
+
+pub use sites::normalize_domain;
+
+/// Body limits: ingestion of one event, a batch, and every other JSON body.
+pub const TRACK_BODY_LIMIT: usize = 16 * 1024;
+pub const BATCH_BODY_LIMIT: usize = 1024 * 1024;
+pub const JSON_BODY_LIMIT: usize = 64 * 1024;
+
+/// Every route of the server.
+pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
+    use warp::{delete, get, patch, path, post};
+    let c = move || with_ctx(ctx.clone());
+
+    let site_routes = path!("v1" / "sites")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .then(sites::sites_list)
+        .or(path!("v1" / "sites").and(post()).and(c()).and(principal()).and(body(JSON_BODY_LIMIT)).then(sites::sites_create))
+        .unify()
+        .or(path!("v1" / "sites" / String).and(get()).and(c()).and(principal()).then(sites::sites_get))
+        .unify()
+        .or(path!("v1" / "sites" / String)
+            .and(patch())
+            .and(c())
+            .and(principal())
+            .and(body(JSON_BODY_LIMIT))
+            .then(sites::sites_update))
+        .unify()
+        .or(path!("v1" / "sites" / String).and(delete()).and(c()).and(principal()).then(sites::sites_delete))
+        .unify()
+        .boxed();
+
+    let analytics_routes = path!("v1" / "analytics" / "sites" / String / "dashboard")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .and(query())
+        .then(analytics::analytics_dashboard)
+        .or(path!("v1" / "analytics" / "sites" / String / "conversions")
+            .and(get())
+            .and(c())
+            .and(principal())
+            .and(query())
+            .then(analytics::analytics_conversions))
+        .unify()
+        .or(path!("v1" / "analytics" / "sites" / String / "ab-testing")
+            .and(get())
+            .and(c())
+            .and(principal())
+            .and(query())
+            .then(analytics::analytics_ab_testing))
+        .unify()
+        .boxed();
+
+    let event_routes = path!("v1" / "events" / "track")
+        .or(path!("v1" / "e"))
+        .unify()
+        .and(post())
+        .and(c())
+        .and(warp::ext::optional::<Principal>())
+        .and(warp::header::headers_cloned())
+        .and(body(TRACK_BODY_LIMIT))
+        .then(events::events_track)
+        .or(path!("v1" / "events" / "batch")
+            .and(post())
+            .and(c())
+            .and(warp::ext::optional::<Principal>())
+            .and(warp::header::headers_cloned())
+            .and(body(BATCH_BODY_LIMIT))
+            .then(events::events_batch))
+        .unify()
+        .or(path!("v1" / "events" / "sites" / String)
+            .and(get())
+            .and(c())
+            .and(principal())
+            .and(query())
+            .then(events::events_list))
+        .unify()
+        .boxed();
+
+    let key_routes = path!("v1" / "keys")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .then(keys::keys_list)
+        .or(path!("v1" / "keys").and(post()).and(c()).and(principal()).and(body(JSON_BODY_LIMIT)).then(keys::keys_create))
+        .unify()
+        .or(path!("v1" / "keys" / String).and(delete()).and(c()).and(principal()).then(keys::keys_revoke))
+        .unify()
+        .boxed();
+
+    let ops_routes = path!("healthz")
+        .and(get())
+        .then(ops::healthz)
+        .or(path!("readyz").and(get()).and(c()).then(ops::readyz))
+        .unify()
+        .or(path!("metrics").and(get()).and(c()).then(ops::metrics))
+        .unify()
+        .or(path!("v1" / "openapi.json").and(get()).then(ops::openapi))
+        .unify()
+        .boxed();
+
+    site_routes
+        .or(analytics_routes)
+        .unify()
+        .or(event_routes)
+        .unify()
+        .or(key_routes)
+        .unify()
+        .or(ops_routes)
+        .unify()
+        .map(|r: Result<Response, ApiError>| r.unwrap_or_else(ApiError::into_response))
+        .recover(recover)
+        .unify()
+        .boxed()
+}
+
+fn with_ctx(ctx: Ctx) -> impl Filter<Extract = (Ctx,), Error = Infallible> + Clone {
+    warp::any().map(move || ctx.clone())
+}
+
+/// The API key the gateway authenticated. Every API path has one; a missing
+/// one can only mean a route outside the gateway's API class, so it is a 401.
+fn principal() -> impl Filter<Extract = (Result<Principal, ApiError>,), Error = Infallible> + Clone {
+    warp::ext::optional::<Principal>()
+        .map(|p: Option<Principal>| p.ok_or_else(|| ApiError::unauthenticated("required", "an API key is required")))
+}
+
+/// The request body, refused with 413 past `limit` bytes (checked against
+/// Content-Length first, then while reading a chunked body).
+fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiError>,), Error = Rejection> + Clone {
+    warp::header::optional::<String>("content-length")
+        .or(warp::any().map(|| None))
+        .unify()
+        .and(warp::body::stream())
+        .then(move |len: Option<String>, stream| read_limited(len, stream, limit))
+}
+
+async fn read_limited<S, B>(len: Option<String>, stream: S, limit: usize) -> Result<Bytes, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: Buf,
+{
+    if let Some(len) = len {
+        let len: u64 = len.trim().parse().map_err(|_| ApiError::invalid("Content-Length", "invalid", "invalid Content-Length"))?;
+        if len > limit as u64 {
+            return Err(ApiError::payload_too_large(limit));
+        }
+    }
+    let mut stream = Box::pin(stream);
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::invalid("body", "invalid", format!("the body could not be read: {e}")))?;
+        if out.len() + chunk.remaining() > limit {
+            return Err(ApiError::payload_too_large(limit));
+        }
+        out.extend_from_slice(chunk.chunk());
+    }
+    Ok(out.into())
+}
+
+/// The raw query string's pairs, in order (a parameter may repeat).
+fn query() -> impl Filter<Extract = (Query,), Error = Infallible> + Clone {
+    warp::query::raw()
+        .or(warp::any().map(String::new))
+        .unify()
+        .map(|raw: String| Query(url::form_urlencoded::parse(raw.as_bytes()).into_owned().collect()))
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Query(Vec<(String, String)>);
+
+impl Query {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// An integer parameter within `min..=max`, or `None` when absent.
+    pub fn int<T>(&self, name: &str, min: T, max: T) -> Result<Option<T>, ApiError>
+    where
+        T: FromStr + PartialOrd + std::fmt::Display + Copy,
+    {
+        let Some(raw) = self.get(name) else { return Ok(None) };
+        let v: T = raw
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::invalid(name, "invalid", format!("{name} must be a whole number")))?;
+        if v < min || v > max {
+            return Err(ApiError::invalid(name, "out_of_range", format!("{name} must be between {min} and {max}")));
+        }
+        Ok(Some(v))
+    }
+}
+
+/// Parses a JSON object body; malformed JSON is a 400 on field `body`.
+pub fn json_object(bytes: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
+    match parse_json(bytes)? {
+        serde_json::Value::Object(m) => Ok(m),
+        _ => Err(ApiError::invalid("body", "invalid", "the body must be a JSON object")),
+    }
+}
+
+pub fn parse_json(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid("body", "required", "a JSON body is required"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid("body", "invalid", format!("malformed JSON: {e}")))
+}
+
+/// Refuses fields a body may not carry.
+pub fn reject_unknown(obj: &serde_json::Map<String, serde_json::Value>, known: &[&str]) -> Result<(), ApiError> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::invalid(k.clone(), "unknown_field", format!("unknown field {k}"))),
+        None => Ok(()),
+    }
+}
+
+pub fn json_reply<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    warp::reply::with_status(warp::reply::json(value), status).into_response()
+}
+
+pub fn no_content() -> Response {
+    warp::reply::with_status(warp::reply(), StatusCode::NO_CONTENT).into_response()
+}
+
+async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
+    let err = if rejection.is_not_found() {
+        ApiError::no_route("this path")
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        ApiError::method_not_allowed()
+    } else if let Some(e) = rejection.find::<warp::reject::InvalidHeader>() {
+        ApiError::invalid(e.name().to_owned(), "invalid", e.to_string())
+    } else if rejection.find::<warp::reject::InvalidQuery>().is_some() {
+        ApiError::invalid("query", "invalid", "the query string is malformed")
+    } else {
+        ApiError::internal(format!("unhandled rejection: {rejection:?}"))
+    };
+    Ok(err.into_response())
+}

@@ -1,0 +1,149 @@
+//! Who is calling: API keys from the `Authorization: Bearer` header, browser
+//! origins for key-less ingestion, scopes, and dashboard password hashing.
+
+use analytics::accounts;
+use analytics::model::{ApiKey, Scope, Site};
+use argon2::password_hash::{PasswordHasher, SaltString};
+use argon2::Argon2;
+use chrono::Utc;
+use http::HeaderMap;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// An authenticated API key, put in the request's extensions by the gateway.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub key: ApiKey,
+}
+
+impl Principal {
+    pub fn account_id(&self) -> i64 {
+        self.key.account_id
+    }
+
+    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+        if self.key.has_scope(scope) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(
+                Some("Authorization"),
+                "insufficient_scope",
+                format!("this API key lacks the {} scope", scope.as_str()),
+            ))
+        }
+    }
+}
+
+/// The bearer token, `None` when there is no Authorization header.
+pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(http::header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthenticated("invalid", "the Authorization header is not valid text"))?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .or_else(|| value.strip_prefix("bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthenticated("invalid", "expected Authorization: Bearer <API key>"))?;
+    Ok(Some(token))
+}
+
+/// Looks the token up; unknown and revoked keys are refused alike in status,
+/// with a reason that tells the owner what happened.
+pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, ApiError> {
+    if !token.starts_with(accounts::KEY_PREFIX) || token.len() > 128 {
+        return Err(ApiError::unauthenticated("invalid", "unknown API key"));
+    }
+    let owned = token.to_owned();
+    let key = state
+        .read(move |c| accounts::find_key_by_secret(c, &owned))
+        .await?
+        .ok_or_else(|| ApiError::unauthenticated("invalid", "unknown API key"))?;
+    if key.revoked_at.is_some() {
+        return Err(ApiError::unauthenticated("revoked", "this API key has been revoked"));
+    }
+    let now = Utc::now();
+    // Record use at most once a minute per key, without making the request wait.
+    if key.last_used_at.is_none_or(|t| (now - t).num_seconds() >= 60) {
+        let id = key.id;
+        state.writer.apply_later(move |c| accounts::touch_key(c, id, now));
+    }
+    Ok(Principal { key })
+}
+
+/// True when `host` is the site's domain or one of its subdomains.
+pub fn host_matches(host: &str, domain: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    let domain = domain.trim_end_matches('.').to_ascii_lowercase();
+    host == domain || host.strip_suffix(&domain).is_some_and(|rest| rest.ends_with('.'))
+}
+
+/// The host of an `Origin` header (`https://www.example.com:8443` → `www.example.com`).
+pub fn origin_host(origin: &str) -> Option<String> {
+    let url = url::Url::parse(origin).ok()?;
+    url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+}
+
+/// Decides whether a browser (no key) may send events for `site`: its Origin,
+/// or without one the page URL, must be on the site's domain.
+pub fn authorize_browser(origin: Option<&str>, page_url_host: Option<&str>, site: &Site) -> Result<(), ApiError> {
+    let host = match origin.filter(|o| *o != "null") {
+        Some(o) => origin_host(o),
+        None => page_url_host.map(str::to_owned),
+    };
+    match host {
+        Some(h) if host_matches(&h, &site.domain) => Ok(()),
+        Some(h) => Err(ApiError::unauthenticated(
+            "origin_mismatch",
+            format!("{h} is not the site's domain {}; send an API key with the ingest scope", site.domain),
+        )),
+        None => Err(ApiError::unauthenticated("required", "an API key or a browser Origin on the site's domain is required")),
+    }
+}
+
+/// Hashes a dashboard password with argon2id and a random salt.
+pub fn hash_password(password: &str) -> anyhow::Result<String> {
+    let salt = SaltString::encode_b64(&rand::random::<[u8; 16]>()).map_err(|e| anyhow::anyhow!("making a salt: {e}"))?;
+    Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| anyhow::anyhow!("hashing the password: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subdomains_match_but_lookalikes_do_not() {
+        assert!(host_matches("example.com", "example.com"));
+        assert!(host_matches("www.Example.com", "example.com"));
+        assert!(host_matches("a.b.example.com.", "example.com"));
+        assert!(!host_matches("badexample.com", "example.com"));
+        assert!(!host_matches("example.com.evil.net", "example.com"));
+        assert!(!host_matches("com", "example.com"));
+    }
+
+    #[test]
+    fn origin_hosts_drop_scheme_and_port() {
+        assert_eq!(origin_host("https://www.example.com:8443").as_deref(), Some("www.example.com"));
+        assert_eq!(origin_host("http://[::1]:80").as_deref(), Some("::1"));
+        assert_eq!(origin_host("null"), None);
+    }
+
+    #[test]
+    fn bearer_tokens_parse_strictly() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer_token(&h).unwrap(), None);
+        h.insert("authorization", "Bearer pst_abc".parse().unwrap());
+        assert_eq!(bearer_token(&h).unwrap(), Some("pst_abc"));
+        h.insert("authorization", "Basic abc".parse().unwrap());
+        assert_eq!(bearer_token(&h).unwrap_err().status, 401);
+        h.insert("authorization", "Bearer ".parse().unwrap());
+        assert!(bearer_token(&h).is_err());
+    }
+}

@@ -1,0 +1,257 @@
+//! The front door every request passes: it classifies the path, authenticates
+//! API keys, applies the rate limits, answers CORS for the ingestion paths,
+//! hands the request to the warp routes, then stamps the rate-limit headers
+//! on whatever comes back and logs one line.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use analytics::accounts::hash_secret;
+use analytics::sites;
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
+use tower_service::Service;
+use warp::filters::BoxedFilter;
+use warp::reply::Response;
+use warp::Reply;
+
+use crate::auth::{self, Principal};
+use crate::error::ApiError;
+use crate::rate_limit::{Bucket, Decision};
+use crate::state::Ctx;
+
+/// How a path is guarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Event ingestion: limited per address (and per key), CORS for site origins.
+    Ingest,
+    /// The key-protected API.
+    Api,
+    /// Paths anyone may read (OpenAPI document, SDK files): limited per address.
+    Public,
+    /// Health and metrics: never limited, so monitoring keeps working under load.
+    Ops,
+}
+
+pub fn classify(path: &str) -> Class {
+    match path {
+        "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
+        "/healthz" | "/readyz" | "/metrics" => Class::Ops,
+        "/v1/openapi.json" => Class::Public,
+        p if p.starts_with("/v1/sdk/") => Class::Public,
+        p if p == "/v1" || p.starts_with("/v1/") => Class::Api,
+        _ => Class::Public,
+    }
+}
+
+/// The client address: the socket peer, or the last entry of the trusted
+/// proxy's header when one is configured.
+fn client_ip(headers: &HeaderMap, header: Option<&str>, peer: SocketAddr) -> IpAddr {
+    header
+        .and_then(|h| headers.get(h))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| peer.ip())
+}
+
+pub type Routes = BoxedFilter<(Response,)>;
+
+pub async fn handle<B>(ctx: Ctx, routes: Routes, peer: SocketAddr, mut req: Request<B>) -> Response
+where
+    B: http_body::Body + Send + Sync + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let class = classify(&path);
+    let ip = client_ip(req.headers(), ctx.config.client_ip_header.as_deref(), peer);
+    let now = chrono::Utc::now().timestamp();
+    let origin = req.headers().get(http::header::ORIGIN).cloned();
+
+    let counter = match class {
+        Class::Ingest => &ctx.metrics.requests_ingest,
+        Class::Api => &ctx.metrics.requests_api,
+        Class::Public | Class::Ops => &ctx.metrics.requests_other,
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+
+    let (decision, mut res) = match admit(&ctx, class, &method, req.headers(), ip, now).await {
+        Admission::Refuse(decision, err) => (decision, err.into_response()),
+        Admission::Answer(decision, res) => (decision, res),
+        Admission::Pass(decision, principal) => {
+            if let Some(p) = principal {
+                req.extensions_mut().insert(p);
+            }
+            let mut svc = warp::service(routes);
+            let res = svc.call(req).await.unwrap_or_else(|never| match never {});
+            (decision, res)
+        }
+    };
+
+    if let Some(d) = decision {
+        d.write_headers(res.headers_mut());
+    }
+    if class == Class::Ingest {
+        if let Some(origin) = origin {
+            if origin_allowed(&ctx, &origin).await {
+                write_cors(res.headers_mut(), origin);
+            }
+        }
+    }
+    let status = res.status();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        ctx.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
+    }
+    ctx.metrics.record_status(status.as_u16());
+    tracing::info!(
+        target: "postern::http",
+        %method,
+        path = %path,
+        status = status.as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        client = %ip,
+    );
+    res
+}
+
+enum Admission {
+    /// Route the request (with the authenticated key, if any).
+    Pass(Option<Decision>, Option<Principal>),
+    /// Answer with this error.
+    Refuse(Option<Decision>, ApiError),
+    /// Answer with this response without routing (CORS preflight).
+    Answer(Option<Decision>, Response),
+}
+
+async fn admit(ctx: &Ctx, class: Class, method: &Method, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
+    let limits = (ctx.config.rate_limit_ingest, ctx.config.rate_limit_api);
+    let limiter = &ctx.limiter;
+    match class {
+        Class::Ops => Admission::Pass(None, None),
+        Class::Public => {
+            let d = limiter.check(Bucket::Public(ip), limits.1, now);
+            refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
+        }
+        Class::Ingest => {
+            let mut d = limiter.check(Bucket::IngestAddress(ip), limits.0, now);
+            let token = match auth::bearer_token(headers) {
+                Ok(t) => t,
+                Err(e) => return failed_auth(ctx, ip, now, e),
+            };
+            if let Some(token) = token {
+                let per_key = limiter.check(Bucket::IngestKey(hash_secret(token)), limits.0, now);
+                d = match (d, per_key) {
+                    (Some(a), Some(b)) => Some(a.stricter(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+            if let Some(refusal) = refuse_if_over(d, now) {
+                return refusal;
+            }
+            if method == Method::OPTIONS {
+                return Admission::Answer(d, preflight(ctx, headers).await);
+            }
+            match token {
+                None => Admission::Pass(d, None),
+                Some(token) => match auth::authenticate(ctx, token).await {
+                    Ok(p) => Admission::Pass(d, Some(p)),
+                    Err(e) => failed_auth(ctx, ip, now, e),
+                },
+            }
+        }
+        Class::Api => {
+            let token = match auth::bearer_token(headers) {
+                Ok(Some(t)) => t,
+                Ok(None) => {
+                    return failed_auth(ctx, ip, now, ApiError::unauthenticated("required", "an API key is required: Authorization: Bearer <API key>"))
+                }
+                Err(e) => return failed_auth(ctx, ip, now, e),
+            };
+            match auth::authenticate(ctx, token).await {
+                Ok(p) => {
+                    let d = limiter.check(Bucket::Key(p.key.id), limits.1, now);
+                    refuse_if_over(d, now).unwrap_or(Admission::Pass(d, Some(p)))
+                }
+                Err(e) => failed_auth(ctx, ip, now, e),
+            }
+        }
+    }
+}
+
+/// Failed authentication is limited per address, so keys cannot be guessed at speed.
+fn failed_auth(ctx: &Ctx, ip: IpAddr, now: i64, err: ApiError) -> Admission {
+    if err.status.is_server_error() {
+        return Admission::Refuse(None, err);
+    }
+    let d = ctx.limiter.check(Bucket::FailedAuth(ip), ctx.config.rate_limit_api, now);
+    refuse_if_over(d, now).unwrap_or(Admission::Refuse(d, err))
+}
+
+fn refuse_if_over(d: Option<Decision>, now: i64) -> Option<Admission> {
+    d.filter(|d| !d.allowed).map(|d| Admission::Refuse(Some(d), ApiError::rate_limited(d.retry_after(now))))
+}
+
+/// True when the Origin's host is the domain (or a subdomain) of a live site.
+async fn origin_allowed(ctx: &Ctx, origin: &HeaderValue) -> bool {
+    let Some(host) = origin.to_str().ok().and_then(auth::origin_host) else {
+        return false;
+    };
+    match ctx.read(sites::all_domains).await {
+        Ok(domains) => domains.iter().any(|d| auth::host_matches(&host, d)),
+        Err(_) => false,
+    }
+}
+
+fn write_cors(headers: &mut HeaderMap, origin: HeaderValue) {
+    headers.insert("access-control-allow-origin", origin);
+    headers.insert("vary", HeaderValue::from_static("Origin"));
+    headers.insert(
+        "access-control-expose-headers",
+        HeaderValue::from_static("X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After"),
+    );
+}
+
+/// Answers a CORS preflight on an ingestion path. Browsers only preflight
+/// when a page sends JSON or an Authorization header; the SDK avoids both.
+async fn preflight(ctx: &Ctx, headers: &HeaderMap) -> Response {
+    let allowed = match headers.get(http::header::ORIGIN) {
+        Some(o) => origin_allowed(ctx, o).await,
+        None => false,
+    };
+    if !allowed {
+        return ApiError::forbidden(Some("Origin"), "origin_not_allowed", "this origin is not the domain of any site").into_response();
+    }
+    let mut res = warp::reply::with_status(warp::reply(), StatusCode::NO_CONTENT).into_response();
+    let h = res.headers_mut();
+    h.insert("access-control-allow-methods", HeaderValue::from_static("POST, OPTIONS"));
+    h.insert("access-control-allow-headers", HeaderValue::from_static("Content-Type, Authorization"));
+    h.insert("access-control-max-age", HeaderValue::from_static("86400"));
+    res
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_classified() {
+        assert_eq!(classify("/v1/events/track"), Class::Ingest);
+        assert_eq!(classify("/v1/e"), Class::Ingest);
+        assert_eq!(classify("/v1/events/sites/x"), Class::Api);
+        assert_eq!(classify("/v1/nope"), Class::Api);
+        assert_eq!(classify("/v1/openapi.json"), Class::Public);
+        assert_eq!(classify("/healthz"), Class::Ops);
+        assert_eq!(classify("/"), Class::Public);
+    }
+
+    #[test]
+    fn the_proxy_header_is_used_only_when_configured() {
+        let peer: SocketAddr = "10.0.0.1:5000".parse().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "203.0.113.9, 198.51.100.7".parse().unwrap());
+        assert_eq!(client_ip(&h, None, peer), peer.ip());
+        assert_eq!(client_ip(&h, Some("x-forwarded-for"), peer), "198.51.100.7".parse::<IpAddr>().unwrap());
+    }
+}

@@ -1,0 +1,138 @@
+//! Ingestion as a pipeline of named steps: validate the body
+//! ([`validate::parse_track`]), resolve and authorize the site, enrich the
+//! event (device, country, variant), then hand it to the [`writer`].
+
+pub mod validate;
+pub mod writer;
+
+use std::collections::HashMap;
+
+use analytics::model::{Device, NewEvent, Site, SiteStatus, UNKNOWN_COUNTRY};
+use analytics::sites;
+use chrono::{DateTime, Duration, Utc};
+use http::HeaderMap;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::auth::{self, Principal};
+use crate::error::ApiError;
+use crate::state::AppState;
+use validate::TrackInput;
+
+/// How far back a keyed client may back-fill events: the raw retention period.
+pub const MAX_BACKFILL_DAYS: i64 = 90;
+/// Clock skew tolerated for client timestamps in the future.
+const MAX_FUTURE_SKEW_MINUTES: i64 = 5;
+
+/// What the request itself (not its body) tells about the event.
+#[derive(Debug, Clone)]
+pub struct RequestInfo {
+    pub origin: Option<String>,
+    pub user_agent: Option<String>,
+    pub country: String,
+    pub received_at: DateTime<Utc>,
+}
+
+impl RequestInfo {
+    pub fn from_headers(headers: &HeaderMap, country_header: Option<&str>) -> RequestInfo {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let country = country_header
+            .and_then(text)
+            .map(|c| c.trim().to_ascii_uppercase())
+            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()) && c != "XX" && c != "T1")
+            .unwrap_or_else(|| UNKNOWN_COUNTRY.to_owned());
+        RequestInfo {
+            origin: text("origin"),
+            user_agent: text("user-agent"),
+            country,
+            received_at: Utc::now(),
+        }
+    }
+}
+
+/// Resolves sites once per request, however many events name them.
+#[derive(Default)]
+pub struct SiteCache {
+    sites: HashMap<Uuid, Option<Site>>,
+}
+
+impl SiteCache {
+    async fn get(&mut self, state: &AppState, id: Uuid) -> Result<Option<Site>, ApiError> {
+        if let Some(site) = self.sites.get(&id) {
+            return Ok(site.clone());
+        }
+        let site = state.read(move |c| sites::get(c, id)).await?;
+        self.sites.insert(id, site.clone());
+        Ok(site)
+    }
+}
+
+/// Validates, authorizes and enriches one event body.
+pub async fn prepare(
+    state: &AppState,
+    principal: Option<&Principal>,
+    info: &RequestInfo,
+    cache: &mut SiteCache,
+    body: &Value,
+) -> Result<NewEvent, ApiError> {
+    let input = validate::parse_track(body)?;
+    let site = cache
+        .get(state, input.site_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("site_id", "no site with this site_id"))?;
+    match principal {
+        Some(p) => {
+            p.require(analytics::model::Scope::Ingest)?;
+            if p.account_id() != site.account_id {
+                return Err(ApiError::not_found("site_id", "no site with this site_id"));
+            }
+        }
+        None => auth::authorize_browser(info.origin.as_deref(), Some(&input.page_host), &site)?,
+    }
+    if site.status == SiteStatus::Paused {
+        return Err(ApiError::forbidden(Some("site_id"), "paused", "this site is paused and does not accept events"));
+    }
+    let occurred_at = occurred_at(&input, principal.is_some(), info.received_at)?;
+    Ok(enrich(input, &site, info, occurred_at))
+}
+
+/// Only keyed (server-side) clients may back-date events, and only within raw retention.
+fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+    let Some(ts) = input.timestamp else {
+        return Ok(now);
+    };
+    if !keyed {
+        return Err(ApiError::invalid("timestamp", "not_allowed", "timestamp is accepted only with an API key"));
+    }
+    if ts > now + Duration::minutes(MAX_FUTURE_SKEW_MINUTES) || ts < now - Duration::days(MAX_BACKFILL_DAYS) {
+        return Err(ApiError::invalid(
+            "timestamp",
+            "out_of_range",
+            "timestamp must lie within the last 90 days and not in the future",
+        ));
+    }
+    Ok(ts)
+}
+
+fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>) -> NewEvent {
+    let mut metadata = input.metadata;
+    let device = input
+        .device
+        .unwrap_or_else(|| Device::from_user_agent(info.user_agent.as_deref().unwrap_or_default()));
+    // The stored metadata shows the device the event was counted under.
+    metadata.insert("device_type".into(), Value::String(device.as_str().into()));
+    NewEvent {
+        site_seq: site.seq,
+        session_id: input.session_id,
+        event_type: input.event_type,
+        page_url: input.page_url,
+        metadata: Some(Value::Object(metadata).to_string()),
+        device,
+        country: info.country.clone(),
+        variant: input.variant,
+        forced_variant: input.forced_variant,
+        client_event_id: input.event_id.map(|id| id.to_string()),
+        occurred_at,
+        received_at: info.received_at,
+    }
+}

@@ -1,0 +1,166 @@
+//! The writer thread: the only owner of the write connection. Handlers send it
+//! jobs through a bounded queue; it runs as many as are waiting in one group
+//! transaction, commits, and only then answers each job.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use analytics::model::{Ack, NewEvent};
+use analytics::store::Durability;
+use analytics::write::{Group, Writer};
+use analytics::Store;
+use analytics::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+
+/// Runs inside the group transaction and returns what to do once the commit's
+/// outcome is known.
+type Job = Box<dyn FnOnce(&mut Group<'_>) -> Finish + Send>;
+type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+enum Msg {
+    Job(Job),
+    Stop,
+}
+
+/// Most jobs one group transaction takes.
+const MAX_GROUP_JOBS: usize = 1024;
+
+/// The sending side, cloned into every handler.
+#[derive(Clone)]
+pub struct WriterHandle {
+    tx: mpsc::Sender<Msg>,
+    metrics: Arc<Metrics>,
+}
+
+pub struct WriterThread {
+    tx: mpsc::Sender<Msg>,
+    thread: JoinHandle<()>,
+}
+
+pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
+    let writer = store.open_writer(durability)?;
+    let (tx, rx) = mpsc::channel(capacity);
+    let thread_metrics = metrics.clone();
+    let thread = std::thread::Builder::new()
+        .name("postern-writer".into())
+        .spawn(move || run(writer, rx, &thread_metrics))
+        .map_err(|e| analytics::Error::Conflict(format!("cannot start the writer thread: {e}")))?;
+    Ok((WriterHandle { tx: tx.clone(), metrics }, WriterThread { tx, thread }))
+}
+
+impl WriterThread {
+    /// Commits everything queued so far, then stops the thread.
+    pub async fn drain_and_stop(self) {
+        // `send` waits for room, so the stop message queues behind every job.
+        let _ = self.tx.send(Msg::Stop).await;
+        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+    }
+}
+
+impl WriterHandle {
+    /// Stores events; answers once they are committed.
+    pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<Ack>, ApiError> {
+        let n = events.len() as u64;
+        let acks = self.submit(move |group| group.ingest(&events)).await?;
+        self.metrics.events_ingested.fetch_add(n, Ordering::Relaxed);
+        let duplicates = acks.iter().filter(|a| a.duplicate).count() as u64;
+        self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
+        Ok(acks)
+    }
+
+    /// Runs a change on the write connection; answers once it is committed.
+    pub async fn apply<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> analytics::Result<T> + Send + 'static,
+    {
+        self.submit(move |group| group.apply(f)).await
+    }
+
+    /// Queues a change without waiting for it (bookkeeping such as `last_used_at`).
+    pub fn apply_later<F>(&self, f: F)
+    where
+        F: FnOnce(&Connection) -> analytics::Result<()> + Send + 'static,
+    {
+        let job: Job = Box::new(move |group| {
+            if let Err(e) = group.apply(f) {
+                tracing::warn!(error = %e, "background write failed");
+            }
+            Box::new(|_| {})
+        });
+        let _ = self.tx.try_send(Msg::Job(job));
+    }
+
+    async fn submit<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Group<'_>) -> analytics::Result<T> + Send + 'static,
+    {
+        let (reply_tx, reply_rx) = oneshot::channel::<Result<T, ApiError>>();
+        let job: Job = Box::new(move |group| {
+            let outcome = f(group).map_err(ApiError::from);
+            Box::new(move |commit: Result<(), String>| {
+                let result = match commit {
+                    Ok(()) => outcome,
+                    Err(e) => Err(ApiError::unavailable(format!("the write could not be committed: {e}"))),
+                };
+                let _ = reply_tx.send(result);
+            })
+        });
+        self.tx.try_send(Msg::Job(job)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => ApiError::unavailable("the collector is overloaded, retry shortly"),
+            mpsc::error::TrySendError::Closed(_) => ApiError::unavailable("the collector is shutting down"),
+        })?;
+        reply_rx.await.unwrap_or_else(|_| Err(ApiError::unavailable("the write was not committed")))
+    }
+
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+}
+
+fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, metrics: &Metrics) {
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut stop = false;
+    while !stop {
+        match rx.blocking_recv() {
+            Some(Msg::Job(job)) => jobs.push(job),
+            Some(Msg::Stop) | None => break,
+        }
+        while jobs.len() < MAX_GROUP_JOBS {
+            match rx.try_recv() {
+                Ok(Msg::Job(job)) => jobs.push(job),
+                Ok(Msg::Stop) => {
+                    stop = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let started = Instant::now();
+        let mut group = match writer.begin() {
+            Ok(g) => g,
+            Err(e) => {
+                // Dropping the jobs drops their reply channels: each waiting
+                // request answers 503, nothing is acknowledged.
+                tracing::error!(error = %e, jobs = jobs.len(), "cannot start a write transaction");
+                jobs.clear();
+                continue;
+            }
+        };
+        let finishers: Vec<Finish> = jobs.drain(..).map(|job| job(&mut group)).collect();
+        let commit = group.commit().map_err(|e| {
+            tracing::error!(error = %e, "commit failed");
+            e.to_string()
+        });
+        metrics.record_commit(started.elapsed(), finishers.len());
+        for finish in finishers {
+            finish(commit.clone());
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Building the server: open the store, start the writer, bind the listener
+//! (before anything is printed, so port 0 works), serve until SIGTERM/SIGINT,
+//! then drain the write queue.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use analytics::Store;
+use anyhow::Context;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::ingest::writer;
+use crate::metrics::Metrics;
+use crate::rate_limit::RateLimiter;
+use crate::state::AppState;
+use crate::{api, demo, gateway};
+
+/// How long open connections get to finish once shutdown starts.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    let store = Arc::new(Store::open(&config.db).with_context(|| format!("opening database {}", config.db.display()))?);
+    let metrics = Arc::new(Metrics::default());
+    let (writer, writer_thread) = writer::start(&store, config.durability, config.queue_capacity, metrics.clone())
+        .context("starting the writer")?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics });
+
+    if ctx.config.demo {
+        demo::start(&ctx, addr).await.context("seeding the demo data")?;
+    }
+    println!("postern listening on http://{addr}");
+
+    serve(listener, ctx.clone(), shutdown_signal()).await;
+    tracing::info!("stopped accepting; committing queued writes");
+    writer_thread.drain_and_stop().await;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::future::Future<Output = ()>) {
+    let routes = api::routes(ctx.clone());
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = {
+            let (ctx, routes) = (ctx.clone(), routes.clone());
+            hyper::service::service_fn(move |req| {
+                let (ctx, routes) = (ctx.clone(), routes.clone());
+                async move { Ok::<_, Infallible>(gateway::handle(ctx, routes, peer, req).await) }
+            })
+        };
+        let builder = auto::Builder::new(TokioExecutor::new());
+        let conn = graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {},
+        _ = tokio::signal::ctrl_c() => {},
+    }
+}
+

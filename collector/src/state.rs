@@ -1,0 +1,36 @@
+//! `AppState`: the handles every part of the server shares, passed explicitly.
+
+use std::sync::Arc;
+
+use analytics::Store;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::ingest::writer::WriterHandle;
+use crate::metrics::Metrics;
+use crate::rate_limit::RateLimiter;
+
+pub struct AppState {
+    pub config: Config,
+    pub store: Arc<Store>,
+    pub writer: WriterHandle,
+    pub limiter: RateLimiter,
+    pub metrics: Arc<Metrics>,
+}
+
+pub type Ctx = Arc<AppState>;
+
+impl AppState {
+    /// Runs a read on a pooled read-only connection, off the async threads.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&analytics::Connection) -> analytics::Result<T> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || store.read(f))
+            .await
+            .map_err(ApiError::internal)?
+            .map_err(ApiError::from)
+    }
+}
