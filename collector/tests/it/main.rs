@@ -1,0 +1,17 @@
+//! Black-box tests of the `postern` binary: each `TestApp` starts the real
+//! process on an ephemeral port with a temporary database and talks HTTP to it.
+
+mod support;
+
+mod analytics;
+mod auth;
+mod cli;
+mod counting;
+mod errors;
+mod events;
+mod keys;
+mod openapi;
+mod ops;
+mod rate_limits;
+mod restart;
+mod sites;

@@ -1,0 +1,301 @@
+//! `TestApp`: the real binary on port 0 with a temporary database, and one
+//! helper per endpoint. Failures print the server's log.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use reqwest::blocking::{Client, RequestBuilder, Response};
+use reqwest::header::HeaderMap;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_postern");
+
+/// One HTTP answer: status, headers and the body parsed as JSON (`Null` when empty or not JSON).
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+    pub text: String,
+}
+
+impl Answer {
+    fn from(res: Response) -> Answer {
+        let status = res.status();
+        let headers = res.headers().clone();
+        let text = res.text().unwrap_or_default();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Answer { status, headers, body, text }
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the spec's error shape and returns (code, field, reason).
+    #[track_caller]
+    pub fn error(&self) -> (String, Option<String>, String) {
+        let e = &self.body["error"];
+        assert!(e.is_object(), "expected an error body, got {} {}", self.status, self.text);
+        let code = e["code"].as_str().expect("error.code").to_owned();
+        assert!(e["message"].as_str().is_some_and(|m| !m.is_empty()), "error.message missing: {}", self.text);
+        let details = &e["details"];
+        assert!(details.is_object(), "error.details must be an object: {}", self.text);
+        let reason = details["reason"].as_str().expect("details.reason").to_owned();
+        (code, details["field"].as_str().map(str::to_owned), reason)
+    }
+
+    #[track_caller]
+    pub fn expect(&self, status: u16) -> &Answer {
+        assert_eq!(self.status.as_u16(), status, "unexpected status; body: {}", self.text);
+        self
+    }
+}
+
+pub struct TestApp {
+    pub base: String,
+    pub db: PathBuf,
+    /// A key with every scope, in account "acme".
+    pub key: String,
+    pub dir: tempfile::TempDir,
+    args: Vec<String>,
+    child: Option<Child>,
+    log: PathBuf,
+    client: Client,
+}
+
+impl TestApp {
+    /// A collector with rate limits disabled.
+    pub fn spawn() -> TestApp {
+        TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0"])
+    }
+
+    /// A collector with these extra `serve` flags.
+    pub fn spawn_with(extra: &[&str]) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let db = dir.path().join("postern.db");
+        let log = dir.path().join("server.log");
+        let client = Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+        let mut app = TestApp {
+            base: String::new(),
+            db,
+            key: String::new(),
+            dir,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            log,
+            client,
+        };
+        app.key = app.admin(&["create-key", "--account", "acme"]);
+        app.start();
+        app
+    }
+
+    /// Runs `postern admin …` on this app's database and returns its stdout, trimmed.
+    #[track_caller]
+    pub fn admin(&self, args: &[&str]) -> String {
+        let out = Command::new(BIN)
+            .arg("admin")
+            .args(args)
+            .arg("--db")
+            .arg(&self.db)
+            .output()
+            .expect("running postern admin");
+        assert!(out.status.success(), "postern admin {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let mut child = Command::new(BIN)
+            .arg("serve")
+            .arg("--db")
+            .arg(&self.db)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .expect("starting postern");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(url) = line.strip_prefix("postern listening on ") {
+                    let _ = tx.send(url.trim().to_owned());
+                }
+            }
+        });
+        self.child = Some(child);
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(url) => self.base = url,
+            Err(_) => panic!("postern did not start; log:\n{}", self.logs()),
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the exit code.
+    pub fn stop(&mut self) -> i32 {
+        let mut child = self.child.take().expect("running");
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let status = wait_timeout(&mut child, Duration::from_secs(30)).unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!("postern did not exit after SIGTERM; log:\n{}", self.logs())
+        });
+        status.code().unwrap_or(-1)
+    }
+
+    /// Kills the process with SIGKILL (no chance to clean up).
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Stops gracefully (asserting exit 0) and starts again on the same database.
+    pub fn restart(&mut self) {
+        assert_eq!(self.stop(), 0, "graceful stop must exit 0; log:\n{}", self.logs());
+        self.start();
+    }
+
+    /// Starts again after `kill`/`stop`.
+    pub fn start_again(&mut self) {
+        self.start();
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> RequestBuilder {
+        self.client.request(method, self.url(path))
+    }
+
+    pub fn send(&self, req: RequestBuilder) -> Answer {
+        Answer::from(req.send().expect("HTTP request"))
+    }
+
+    /// GET with this app's key.
+    pub fn get(&self, path: &str) -> Answer {
+        self.get_as(&self.key, path)
+    }
+
+    pub fn get_as(&self, key: &str, path: &str) -> Answer {
+        self.send(self.request(reqwest::Method::GET, path).bearer_auth(key))
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> Answer {
+        self.post_as(&self.key, path, body)
+    }
+
+    pub fn post_as(&self, key: &str, path: &str, body: &Value) -> Answer {
+        self.send(self.request(reqwest::Method::POST, path).bearer_auth(key).json(body))
+    }
+
+    pub fn patch(&self, path: &str, body: &Value) -> Answer {
+        self.send(self.request(reqwest::Method::PATCH, path).bearer_auth(&self.key).json(body))
+    }
+
+    pub fn delete(&self, path: &str) -> Answer {
+        self.send(self.request(reqwest::Method::DELETE, path).bearer_auth(&self.key))
+    }
+
+    /// Creates a site through the API and returns its JSON.
+    #[track_caller]
+    pub fn create_site(&self, domain: &str, timezone: &str) -> Value {
+        let a = self.post("/v1/sites", &json!({"name": format!("Site {domain}"), "domain": domain, "timezone": timezone}));
+        a.expect(201);
+        a.body
+    }
+
+    /// POST /v1/events/track with this app's key (so `timestamp` may back-date).
+    pub fn track(&self, event: &Value) -> Answer {
+        self.post("/v1/events/track", event)
+    }
+
+    /// POST /v1/events/track as a browser would: no key, text/plain, an Origin.
+    pub fn track_from_browser(&self, origin: &str, event: &Value) -> Answer {
+        self.send(
+            self.request(reqwest::Method::POST, "/v1/events/track")
+                .header("Origin", origin)
+                .header("Content-Type", "text/plain")
+                .body(event.to_string()),
+        )
+    }
+
+    pub fn batch(&self, events: &Value) -> Answer {
+        self.post("/v1/events/batch", events)
+    }
+
+    pub fn dashboard(&self, site: &str, query: &str) -> Answer {
+        self.get(&format!("/v1/analytics/sites/{site}/dashboard{query}"))
+    }
+
+    pub fn conversions(&self, site: &str, query: &str) -> Answer {
+        self.get(&format!("/v1/analytics/sites/{site}/conversions{query}"))
+    }
+
+    pub fn ab_testing(&self, site: &str, query: &str) -> Answer {
+        self.get(&format!("/v1/analytics/sites/{site}/ab-testing{query}"))
+    }
+
+    pub fn events(&self, site: &str, query: &str) -> Answer {
+        self.get(&format!("/v1/events/sites/{site}{query}"))
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("---- postern log ----\n{}", self.logs());
+        }
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// A tracked event body with sensible defaults; `extra` fields are merged in.
+pub fn event(site: &str, session: &str, event_type: &str, extra: Value) -> Value {
+    let mut e = json!({
+        "session_id": session,
+        "site_id": site,
+        "event_type": event_type,
+        "page_url": "https://news.example.com/article/1",
+    });
+    if let Value::Object(m) = extra {
+        for (k, v) in m {
+            e[k] = v;
+        }
+    }
+    e
+}
+
+/// The site's id from its JSON.
+pub fn id(site: &Value) -> String {
+    site["id"].as_str().expect("site id").to_owned()
+}
