@@ -10,6 +10,7 @@ mod error;
 pub mod model;
 pub mod period;
 pub mod query;
+pub mod retention;
 pub mod sites;
 pub mod store;
 pub mod write;

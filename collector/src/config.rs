@@ -25,6 +25,10 @@ pub struct Config {
     /// Header set by a trusted proxy with the client address (for example `X-Forwarded-For`).
     pub client_ip_header: Option<String>,
     pub demo: bool,
+    /// Raw events older than this many days are deleted.
+    pub raw_retention_days: u32,
+    /// Hourly rollups older than this many days are deleted.
+    pub rollup_retention_days: u32,
 }
 
 /// The serve flags. Every one also reads `POSTERN_<NAME>` from the environment.
@@ -57,6 +61,12 @@ pub struct ServeArgs {
     /// Seed a demo account, site and history, and print a working API key
     #[arg(long, env = "POSTERN_DEMO")]
     pub demo: bool,
+    /// Days raw events are kept [default: 90]
+    #[arg(long, env = "POSTERN_RAW_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub raw_retention_days: Option<u32>,
+    /// Days hourly aggregates are kept [default: 730]
+    #[arg(long, env = "POSTERN_ROLLUP_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rollup_retention_days: Option<u32>,
     /// TOML file with any of the settings above (snake_case keys)
     #[arg(long, env = "POSTERN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -74,6 +84,8 @@ struct FileConfig {
     country_header: Option<String>,
     client_ip_header: Option<String>,
     demo: Option<bool>,
+    raw_retention_days: Option<u32>,
+    rollup_retention_days: Option<u32>,
 }
 
 impl Config {
@@ -97,6 +109,8 @@ impl Config {
             country_header: args.country_header.clone().or(file.country_header),
             client_ip_header: args.client_ip_header.clone().or(file.client_ip_header),
             demo: args.demo || file.demo.unwrap_or(false),
+            raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
+            rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
         })
     }
 }

@@ -8,6 +8,7 @@ mod demo;
 mod error;
 mod gateway;
 mod ingest;
+mod jobs;
 mod metrics;
 mod rate_limit;
 mod startup;

@@ -18,7 +18,7 @@ use crate::ingest::writer;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
-use crate::{api, demo, gateway};
+use crate::{api, demo, gateway, jobs};
 
 /// How long open connections get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -39,7 +39,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     println!("postern listening on http://{addr}");
 
+    let jobs = jobs::spawn_all(&ctx);
     serve(listener, ctx.clone(), shutdown_signal()).await;
+    for job in jobs {
+        job.abort();
+    }
     tracing::info!("stopped accepting; committing queued writes");
     writer_thread.drain_and_stop().await;
     tracing::info!("shutdown complete");

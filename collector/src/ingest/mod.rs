@@ -19,8 +19,6 @@ use crate::error::ApiError;
 use crate::state::AppState;
 use validate::TrackInput;
 
-/// How far back a keyed client may back-fill events: the raw retention period.
-pub const MAX_BACKFILL_DAYS: i64 = 90;
 /// Clock skew tolerated for client timestamps in the future.
 const MAX_FUTURE_SKEW_MINUTES: i64 = 5;
 
@@ -92,23 +90,24 @@ pub async fn prepare(
     if site.status == SiteStatus::Paused {
         return Err(ApiError::forbidden(Some("site_id"), "paused", "this site is paused and does not accept events"));
     }
-    let occurred_at = occurred_at(&input, principal.is_some(), info.received_at)?;
+    let backfill_days = i64::from(state.config.raw_retention_days);
+    let occurred_at = occurred_at(&input, principal.is_some(), info.received_at, backfill_days)?;
     Ok(enrich(input, &site, info, occurred_at))
 }
 
 /// Only keyed (server-side) clients may back-date events, and only within raw retention.
-fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>) -> Result<DateTime<Utc>, ApiError> {
+fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>, max_days: i64) -> Result<DateTime<Utc>, ApiError> {
     let Some(ts) = input.timestamp else {
         return Ok(now);
     };
     if !keyed {
         return Err(ApiError::invalid("timestamp", "not_allowed", "timestamp is accepted only with an API key"));
     }
-    if ts > now + Duration::minutes(MAX_FUTURE_SKEW_MINUTES) || ts < now - Duration::days(MAX_BACKFILL_DAYS) {
+    if ts > now + Duration::minutes(MAX_FUTURE_SKEW_MINUTES) || ts < now - Duration::days(max_days) {
         return Err(ApiError::invalid(
             "timestamp",
             "out_of_range",
-            "timestamp must lie within the last 90 days and not in the future",
+            format!("timestamp must lie within the last {max_days} days (the raw retention) and not in the future"),
         ));
     }
     Ok(ts)

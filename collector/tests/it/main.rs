@@ -14,4 +14,5 @@ mod openapi;
 mod ops;
 mod rate_limits;
 mod restart;
+mod retention;
 mod sites;

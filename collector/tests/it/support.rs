@@ -170,6 +170,13 @@ impl TestApp {
         self.start();
     }
 
+    /// Stops gracefully and starts again with other `serve` flags.
+    pub fn restart_with(&mut self, extra: &[&str]) {
+        assert_eq!(self.stop(), 0, "graceful stop must exit 0; log:\n{}", self.logs());
+        self.args = extra.iter().map(|s| s.to_string()).collect();
+        self.start();
+    }
+
     /// Starts again after `kill`/`stop`.
     pub fn start_again(&mut self) {
         self.start();

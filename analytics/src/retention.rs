@@ -1,0 +1,142 @@
+//! Retention: raw events older than the raw period, rollups older than the
+//! aggregate period, and everything of deleted sites are removed in small
+//! batches, each its own short transaction, so ingestion keeps flowing between them.
+
+use rusqlite::{params, Connection};
+
+use crate::Result;
+
+/// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
+pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
+    Ok(conn.execute(
+        "DELETE FROM events WHERE seq IN
+             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at LIMIT ?2)",
+        params![before_ms, batch as i64],
+    )?)
+}
+
+/// Deletes up to `batch` rows of the hourly tables of `site` older than `before_hour`.
+pub fn purge_rollups(conn: &Connection, site: i64, before_hour: i64, batch: usize) -> Result<usize> {
+    let mut n = conn.execute(
+        "DELETE FROM rollup_hourly WHERE (site, hour, device, country, variant) IN
+             (SELECT site, hour, device, country, variant FROM rollup_hourly
+              WHERE site = ?1 AND hour < ?2 LIMIT ?3)",
+        params![site, before_hour, batch as i64],
+    )?;
+    n += conn.execute(
+        "DELETE FROM event_counts_hourly WHERE (site, hour, event_type, device, country) IN
+             (SELECT site, hour, event_type, device, country FROM event_counts_hourly
+              WHERE site = ?1 AND hour < ?2 LIMIT ?3)",
+        params![site, before_hour, batch as i64],
+    )?;
+    Ok(n)
+}
+
+/// Every site's compact key, deleted or not.
+pub fn all_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
+    let mut stmt = conn.prepare("SELECT seq FROM sites")?;
+    let seqs = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(seqs)
+}
+
+/// Deleted sites whose data still has to go.
+pub fn deleted_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
+    let mut stmt = conn.prepare("SELECT seq FROM sites WHERE deleted_at IS NOT NULL")?;
+    let seqs = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(seqs)
+}
+
+/// Deletes up to `batch` rows of a deleted site's data; once nothing is left,
+/// removes the site row itself. Returns how many rows went.
+pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
+    let limit = batch as i64;
+    let mut n = conn.execute(
+        "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 LIMIT ?2)",
+        params![site, limit],
+    )?;
+    n += conn.execute(
+        "DELETE FROM sessions WHERE (site, session_id) IN (SELECT site, session_id FROM sessions WHERE site = ?1 LIMIT ?2)",
+        params![site, limit],
+    )?;
+    n += purge_rollups(conn, site, i64::MAX, batch)?;
+    if n == 0 {
+        conn.execute("DELETE FROM sites WHERE seq = ?1 AND deleted_at IS NOT NULL", [site])?;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{Duration, Utc};
+
+    use super::*;
+    use crate::model::{Device, EventType, NewEvent};
+    use crate::store::{testing::temp_store, Durability};
+    use crate::{accounts, sites};
+
+    #[test]
+    fn old_rows_go_in_batches_and_recent_ones_stay() {
+        let (_dir, store) = temp_store();
+        let mut w = store.open_writer(Durability::Normal).unwrap();
+        let now = Utc::now();
+        let site = w
+            .run(|c| {
+                let a = accounts::ensure_account(c, "acme", now)?;
+                let new = sites::NewSite { account_id: a, name: "A", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
+                sites::create(c, &new, now)
+            })
+            .unwrap();
+        let events: Vec<NewEvent> = (0..10)
+            .map(|i| NewEvent {
+                site_seq: site.seq,
+                session_id: format!("session{i:04}"),
+                event_type: EventType::Pageview,
+                page_url: "https://a.test/".into(),
+                metadata: None,
+                device: Device::Desktop,
+                country: "FR".into(),
+                variant: None,
+                forced_variant: false,
+                client_event_id: None,
+                // Half of them 100 days old.
+                occurred_at: now - Duration::days(if i < 5 { 100 } else { 1 }),
+                received_at: now,
+            })
+            .collect();
+        let mut g = w.begin().unwrap();
+        g.ingest(&events).unwrap();
+        g.commit().unwrap();
+
+        let cutoff = (now - Duration::days(90)).timestamp_millis();
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 3);
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 2);
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 0);
+        let left: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(left, 5);
+
+        let hour_cutoff = (now - Duration::days(90)).timestamp() / 3600;
+        let mut removed = 0;
+        while let n @ 1.. = w.run(|c| purge_rollups(c, site.seq, hour_cutoff, 1)).unwrap() {
+            removed += n;
+        }
+        assert!(removed >= 2, "old rollup and count rows removed, got {removed}");
+        let sessions: i64 = store
+            .read(|c| Ok(c.query_row("SELECT coalesce(sum(sessions), 0) FROM rollup_hourly", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(sessions, 5);
+
+        w.run(|c| sites::delete(c, site.account_id, site.id, now)).unwrap();
+        while w.run(|c| purge_deleted_site(c, site.seq, 2)).unwrap() > 0 {}
+        let rows: i64 = store
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM sessions)
+                          + (SELECT count(*) FROM rollup_hourly) + (SELECT count(*) FROM sites)",
+                    [],
+                    |r| r.get(0),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(rows, 0);
+    }
+}
