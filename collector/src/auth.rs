@@ -58,9 +58,9 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, Ap
     if !token.starts_with(accounts::KEY_PREFIX) || token.len() > 128 {
         return Err(ApiError::unauthenticated("invalid", "unknown API key"));
     }
-    let owned = token.to_owned();
     let key = state
-        .read(move |c| accounts::find_key_by_secret(c, &owned))
+        .directory
+        .key(&state.store, token)
         .await?
         .ok_or_else(|| ApiError::unauthenticated("invalid", "unknown API key"))?;
     if key.revoked_at.is_some() {
@@ -71,8 +71,9 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, Ap
     if key.last_used_at.is_none_or(|t| (now - t).num_seconds() >= 60) {
         let id = key.id;
         state.writer.apply_later(move |c| accounts::touch_key(c, id, now));
+        state.directory.mark_used(&key, now);
     }
-    Ok(Principal { key })
+    Ok(Principal { key: (*key).clone() })
 }
 
 /// True when `host` is the site's domain or one of its subdomains.

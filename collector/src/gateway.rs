@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use analytics::accounts::hash_secret;
-use analytics::sites;
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use tower_service::Service;
 use warp::filters::BoxedFilter;
@@ -198,7 +197,7 @@ async fn origin_allowed(ctx: &Ctx, origin: &HeaderValue) -> bool {
     let Some(host) = origin.to_str().ok().and_then(auth::origin_host) else {
         return false;
     };
-    match ctx.read(sites::all_domains).await {
+    match ctx.directory.domains(&ctx.store).await {
         Ok(domains) => domains.iter().any(|d| auth::host_matches(&host, d)),
         Err(_) => false,
     }

@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod config;
 mod demo;
+mod directory;
 mod error;
 mod gateway;
 mod ingest;

@@ -32,7 +32,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics });
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default() });
 
     if ctx.config.demo {
         demo::start(&ctx, addr).await.context("seeding the demo data")?;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use analytics::Store;
 
 use crate::config::Config;
+use crate::directory::Directory;
 use crate::error::ApiError;
 use crate::ingest::writer::WriterHandle;
 use crate::metrics::Metrics;
@@ -16,6 +17,7 @@ pub struct AppState {
     pub writer: WriterHandle,
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
+    pub directory: Directory,
 }
 
 pub type Ctx = Arc<AppState>;

@@ -50,6 +50,10 @@ pub async fn events_batch(
     headers: HeaderMap,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
+    // A key that may not ingest is refused as a whole, not item by item.
+    if let Some(p) = &p {
+        p.require(analytics::model::Scope::Ingest)?;
+    }
     let body = parse_json(&body?)?;
     let items = body
         .as_array()

@@ -101,5 +101,6 @@ pub async fn keys_revoke(id: String, ctx: Ctx, p: Result<Principal, ApiError>) -
         .apply(move |c| accounts::revoke_key(c, account, id, Utc::now()))
         .await
         .map_err(|e| if e.status == StatusCode::NOT_FOUND { ApiError::not_found("id", "no API key with this id") } else { e })?;
+    ctx.directory.forget_keys();
     Ok(no_content())
 }

@@ -87,6 +87,7 @@ pub async fn sites_create(ctx: Ctx, p: Result<Principal, ApiError>, body: Result
             sites::create(c, &new, Utc::now())
         })
         .await?;
+    ctx.directory.forget_site(site.id);
     Ok(json_reply(StatusCode::CREATED, &SiteView::from(&site)))
 }
 
@@ -120,6 +121,7 @@ pub async fn sites_update(
     reject_unknown(&obj, &["name", "domain", "status", "timezone", "revenue_per_1000_pageviews", "wall"])?;
     let account_id = p.account_id();
     let updated = ctx.writer.apply(move |c| sites::update(c, account_id, site.id, &changes)).await?;
+    ctx.directory.forget_site(updated.id);
     Ok(json_reply(StatusCode::OK, &SiteView::from(&updated)))
 }
 
@@ -129,7 +131,9 @@ pub async fn sites_delete(id: String, ctx: Ctx, p: Result<Principal, ApiError>) 
     p.require(Scope::Write)?;
     let site = load_site(&ctx, &p, &id).await?;
     let account_id = p.account_id();
-    ctx.writer.apply(move |c| sites::delete(c, account_id, site.id, Utc::now())).await?;
+    let id = site.id;
+    ctx.writer.apply(move |c| sites::delete(c, account_id, id, Utc::now())).await?;
+    ctx.directory.forget_site(id);
     Ok(no_content())
 }
 

@@ -6,9 +6,9 @@ pub mod validate;
 pub mod writer;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use analytics::model::{Device, NewEvent, Site, SiteStatus, UNKNOWN_COUNTRY};
-use analytics::sites;
 use chrono::{DateTime, Duration, Utc};
 use http::HeaderMap;
 use serde_json::Value;
@@ -51,15 +51,15 @@ impl RequestInfo {
 /// Resolves sites once per request, however many events name them.
 #[derive(Default)]
 pub struct SiteCache {
-    sites: HashMap<Uuid, Option<Site>>,
+    sites: HashMap<Uuid, Option<Arc<Site>>>,
 }
 
 impl SiteCache {
-    async fn get(&mut self, state: &AppState, id: Uuid) -> Result<Option<Site>, ApiError> {
+    async fn get(&mut self, state: &AppState, id: Uuid) -> Result<Option<Arc<Site>>, ApiError> {
         if let Some(site) = self.sites.get(&id) {
             return Ok(site.clone());
         }
-        let site = state.read(move |c| sites::get(c, id)).await?;
+        let site = state.directory.site(&state.store, id).await?;
         self.sites.insert(id, site.clone());
         Ok(site)
     }

@@ -1,0 +1,114 @@
+//! An in-memory directory of sites, site domains and API keys, so the hot
+//! ingestion path does not ask the database on every event. Entries live a
+//! few seconds (changes made by the admin CLI show up quickly) and the API's
+//! own changes invalidate them at once. Misses are never cached, so the
+//! directory only ever holds real sites and keys.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use analytics::model::{ApiKey, Site};
+use analytics::{accounts, sites, Store};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// How long a cached entry is trusted.
+const TTL: Duration = Duration::from_secs(5);
+
+struct Entry<T> {
+    at: Instant,
+    value: T,
+}
+
+impl<T: Clone> Entry<T> {
+    fn fresh(&self) -> Option<T> {
+        (self.at.elapsed() < TTL).then(|| self.value.clone())
+    }
+}
+
+#[derive(Default)]
+pub struct Directory {
+    sites: RwLock<HashMap<Uuid, Entry<Arc<Site>>>>,
+    keys: RwLock<HashMap<[u8; 32], Entry<Arc<ApiKey>>>>,
+    domains: RwLock<Option<Entry<Arc<Vec<String>>>>>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn blocking<T, F>(store: &Arc<Store>, f: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&analytics::Connection) -> analytics::Result<T> + Send + 'static,
+{
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || store.read(f)).await.map_err(ApiError::internal)?.map_err(ApiError::from)
+}
+
+impl Directory {
+    /// A live site by id, whatever its account.
+    pub async fn site(&self, store: &Arc<Store>, id: Uuid) -> Result<Option<Arc<Site>>, ApiError> {
+        if let Some(site) = read(&self.sites).get(&id).and_then(Entry::fresh) {
+            return Ok(Some(site));
+        }
+        let site = blocking(store, move |c| sites::get(c, id)).await?.map(Arc::new);
+        match &site {
+            Some(s) => write(&self.sites).insert(id, Entry { at: Instant::now(), value: s.clone() }),
+            None => write(&self.sites).remove(&id),
+        };
+        Ok(site)
+    }
+
+    /// The key whose secret this is (revoked or not).
+    pub async fn key(&self, store: &Arc<Store>, secret: &str) -> Result<Option<Arc<ApiKey>>, ApiError> {
+        let hash = accounts::hash_secret(secret);
+        if let Some(key) = read(&self.keys).get(&hash).and_then(Entry::fresh) {
+            return Ok(Some(key));
+        }
+        let owned = secret.to_owned();
+        let key = blocking(store, move |c| accounts::find_key_by_secret(c, &owned)).await?.map(Arc::new);
+        match &key {
+            Some(k) => write(&self.keys).insert(hash, Entry { at: Instant::now(), value: k.clone() }),
+            None => write(&self.keys).remove(&hash),
+        };
+        Ok(key)
+    }
+
+    /// The domains of every live site.
+    pub async fn domains(&self, store: &Arc<Store>) -> Result<Arc<Vec<String>>, ApiError> {
+        if let Some(d) = read(&self.domains).as_ref().and_then(Entry::fresh) {
+            return Ok(d);
+        }
+        let domains = Arc::new(blocking(store, sites::all_domains).await?);
+        *write(&self.domains) = Some(Entry { at: Instant::now(), value: domains.clone() });
+        Ok(domains)
+    }
+
+    /// Forgets a site (and the domain list) after the API changed it.
+    pub fn forget_site(&self, id: Uuid) {
+        write(&self.sites).remove(&id);
+        *write(&self.domains) = None;
+    }
+
+    /// Forgets every cached key after one was revoked.
+    pub fn forget_keys(&self) {
+        write(&self.keys).clear();
+    }
+
+    /// Records that a key was just used, so the once-a-minute touch is not repeated.
+    pub fn mark_used(&self, key: &ApiKey, at: chrono::DateTime<chrono::Utc>) {
+        let mut keys = write(&self.keys);
+        if let Some(entry) = keys.values_mut().find(|e| e.value.id == key.id) {
+            let mut updated = (*entry.value).clone();
+            updated.last_used_at = Some(at);
+            entry.value = Arc::new(updated);
+        }
+    }
+}
