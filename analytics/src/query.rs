@@ -214,7 +214,7 @@ pub fn timeline(conn: &Connection, site: &Site, period: &Period, g: Granularity,
 pub fn ab_testing(conn: &Connection, site: &Site, hours: Option<(i64, i64)>) -> Result<Vec<VariantResult>> {
     let (from, to) = hours.unwrap_or((i64::MIN, i64::MAX));
     let mut stmt = conn.prepare_cached(
-        "SELECT variant, sum(walls), sum(conversions * (walls > 0)) FROM rollup_hourly
+        "SELECT variant, sum(walls), sum(wall_conversions) FROM rollup_hourly
          WHERE site = ?1 AND hour >= ?2 AND hour < ?3 AND variant <> ''
          GROUP BY variant",
     )?;

@@ -74,9 +74,9 @@ struct SessionState {
 }
 
 impl SessionState {
-    fn counters(&self) -> [i64; 5] {
-        let has = |f: u8| i64::from(self.flags & f != 0);
-        [1, has(flags::ADBLOCK), has(flags::WALL), has(flags::DISMISSED), has(flags::CONVERTED)]
+    fn counters(&self) -> [i64; 6] {
+        let has = |f: u8| i64::from(self.flags & f == f);
+        [1, has(flags::ADBLOCK), has(flags::WALL), has(flags::DISMISSED), has(flags::CONVERTED), has(flags::WALL | flags::CONVERTED)]
     }
 
     fn same_row(&self, other: &SessionState) -> bool {
@@ -208,16 +208,18 @@ fn load_session(conn: &Connection, site: i64, session_id: &str) -> Result<Option
         .optional()?)
 }
 
-fn bump_rollup(conn: &Connection, site: i64, s: &SessionState, d: [i64; 5]) -> Result<()> {
+fn bump_rollup(conn: &Connection, site: i64, s: &SessionState, d: [i64; 6]) -> Result<()> {
     conn.prepare_cached(
-        "INSERT INTO rollup_hourly (site, hour, device, country, variant, sessions, adblock, walls, dismissed, conversions)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+        "INSERT INTO rollup_hourly (site, hour, device, country, variant,
+                                    sessions, adblock, walls, dismissed, conversions, wall_conversions)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
          ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
              sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
              walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
-             conversions = conversions + excluded.conversions",
+             conversions = conversions + excluded.conversions,
+             wall_conversions = wall_conversions + excluded.wall_conversions",
     )?
-    .execute(params![site, s.first_hour, s.device, s.country, s.variant, d[0], d[1], d[2], d[3], d[4]])?;
+    .execute(params![site, s.first_hour, s.device, s.country, s.variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
     Ok(())
 }
 

@@ -94,6 +94,8 @@ CREATE TABLE rollup_hourly (
     walls        INTEGER NOT NULL,
     dismissed    INTEGER NOT NULL,
     conversions  INTEGER NOT NULL,
+    -- Sessions that both saw the wall and converted: the A/B numerator.
+    wall_conversions INTEGER NOT NULL,
     PRIMARY KEY (site, hour, device, country, variant)
 ) WITHOUT ROWID;
 
