@@ -163,25 +163,37 @@ fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiError>,), Error
         .then(move |len: Option<String>, stream| read_limited(len, stream, limit))
 }
 
+/// An oversized body up to this size is read and discarded before the 413 is
+/// sent, so the client (still uploading) sees the answer instead of a reset
+/// connection. Larger ones are refused at once.
+const DRAIN_LIMIT: u64 = 8 * 1024 * 1024;
+
 async fn read_limited<S, B>(len: Option<String>, stream: S, limit: usize) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
 {
-    if let Some(len) = len {
-        let len: u64 = len.trim().parse().map_err(|_| ApiError::invalid("Content-Length", "invalid", "invalid Content-Length"))?;
-        if len > limit as u64 {
-            return Err(ApiError::payload_too_large(limit));
-        }
-    }
+    let declared = len
+        .map(|l| l.trim().parse::<u64>().map_err(|_| ApiError::invalid("Content-Length", "invalid", "invalid Content-Length")))
+        .transpose()?;
     let mut stream = Box::pin(stream);
+    if declared.is_some_and(|l| l > DRAIN_LIMIT) {
+        return Err(ApiError::payload_too_large(limit));
+    }
     let mut out = Vec::new();
+    let mut seen: u64 = 0;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| ApiError::invalid("body", "invalid", format!("the body could not be read: {e}")))?;
-        if out.len() + chunk.remaining() > limit {
-            return Err(ApiError::payload_too_large(limit));
+        seen += chunk.remaining() as u64;
+        if seen > DRAIN_LIMIT {
+            break;
         }
-        out.extend_from_slice(chunk.chunk());
+        if seen <= limit as u64 && declared.is_none_or(|l| l <= limit as u64) {
+            out.extend_from_slice(chunk.chunk());
+        }
+    }
+    if seen > limit as u64 || declared.is_some_and(|l| l > limit as u64) {
+        return Err(ApiError::payload_too_large(limit));
     }
     Ok(out.into())
 }
