@@ -1,11 +1,18 @@
 //! The write path: the one write connection, group transactions, and the
-//! per-event pipeline raw insert → session upsert → rollup upsert.
+//! per-event pipeline raw insert → session update → rollup delta.
 //!
 //! A session counts in exactly one `rollup_hourly` row, the one keyed by its
 //! first hour, device, country and variant. When an event changes the session
 //! (a new flag, a variant, an earlier first hour) the writer takes the session's
 //! old contribution out of its old row and puts the new one in, so late events
 //! update the right hour exactly once per flag.
+//!
+//! Within a group transaction the session states and rollup deltas are kept in
+//! memory and written once per distinct session and rollup row just before the
+//! commit; a bounded cache of recently seen sessions spares most lookups.
+//! What a failed savepoint or a failed commit staged is thrown away.
+
+use std::collections::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use uuid::Uuid;
@@ -13,19 +20,27 @@ use uuid::Uuid;
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
 
+/// Sessions kept in each generation of the cache (the cache holds up to two).
+const CACHE_GENERATION: usize = 100_000;
+
+type SessionKey = (i64, String);
+type RollupKey = (i64, i64, i64, String, String);
+type CountKey = (i64, i64, i64, i64, String);
+
 /// Owner of the write connection.
 pub struct Writer {
     conn: Connection,
+    sessions: SessionCache,
 }
 
 impl Writer {
     pub(crate) fn new(conn: Connection) -> Writer {
-        Writer { conn }
+        Writer { conn, sessions: SessionCache::default() }
     }
 
     /// Starts a group transaction: many commands, one commit.
     pub fn begin(&mut self) -> Result<Group<'_>> {
-        Ok(Group { tx: self.conn.transaction()? })
+        Ok(Group { tx: self.conn.transaction()?, cache: &mut self.sessions, staged: Staged::default() })
     }
 
     /// Runs one change in its own transaction.
@@ -37,19 +52,92 @@ impl Writer {
     }
 }
 
+/// Recently seen sessions as committed, in two generations: when the young one
+/// is full it becomes the old one and the previous old one is dropped. A hit in
+/// the old generation moves the session back to the young one.
+#[derive(Default)]
+struct SessionCache {
+    young: HashMap<SessionKey, SessionState>,
+    old: HashMap<SessionKey, SessionState>,
+}
+
+impl SessionCache {
+    fn get(&mut self, key: &SessionKey) -> Option<SessionState> {
+        if let Some(s) = self.young.get(key) {
+            return Some(s.clone());
+        }
+        let s = self.old.remove(key)?;
+        self.insert(key.clone(), s.clone());
+        Some(s)
+    }
+
+    fn insert(&mut self, key: SessionKey, state: SessionState) {
+        if self.young.len() >= CACHE_GENERATION && !self.young.contains_key(&key) {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(key, state);
+    }
+
+    fn clear(&mut self) {
+        self.young.clear();
+        self.old.clear();
+    }
+}
+
+/// Changes waiting to be written before the commit.
+#[derive(Default)]
+struct Staged {
+    sessions: HashMap<SessionKey, (SessionState, i64)>,
+    rollups: HashMap<RollupKey, [i64; 6]>,
+    counts: HashMap<CountKey, i64>,
+}
+
+impl Staged {
+    fn merge(&mut self, other: Staged) {
+        self.sessions.extend(other.sessions);
+        for (k, d) in other.rollups {
+            let e = self.rollups.entry(k).or_default();
+            for i in 0..6 {
+                e[i] += d[i];
+            }
+        }
+        for (k, n) in other.counts {
+            *self.counts.entry(k).or_default() += n;
+        }
+    }
+
+    fn bump_rollup(&mut self, site: i64, s: &SessionState, d: [i64; 6]) {
+        let e = self.rollups.entry((site, s.first_hour, s.device, s.country.clone(), s.variant.clone())).or_default();
+        for i in 0..6 {
+            e[i] += d[i];
+        }
+    }
+}
+
 /// A transaction shared by several commands. Each command runs in its own
 /// savepoint, so one failing command leaves the others' work in place.
 pub struct Group<'a> {
     tx: Transaction<'a>,
+    cache: &'a mut SessionCache,
+    staged: Staged,
 }
 
 impl Group<'_> {
     /// Stores events and updates sessions and rollups; one answer per event, in order.
     pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
-        self.apply(|conn| events.iter().map(|e| ingest_one(conn, e)).collect())
+        let sp = self.tx.savepoint()?;
+        let mut mine = Staged::default();
+        let acks = events
+            .iter()
+            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.cache))
+            .collect::<Result<Vec<_>>>()?;
+        sp.commit()?;
+        self.staged.merge(mine);
+        Ok(acks)
     }
 
-    /// Runs `f` inside a savepoint of the group transaction.
+    /// Runs `f` inside a savepoint of the group transaction. `f` must not
+    /// change sessions or rollups: use [`Group::maintain`] for that.
     pub fn apply<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let sp = self.tx.savepoint()?;
         let out = f(&sp)?;
@@ -57,8 +145,30 @@ impl Group<'_> {
         Ok(out)
     }
 
-    pub fn commit(self) -> Result<()> {
-        Ok(self.tx.commit()?)
+    /// Runs maintenance that may change sessions or rollups (retention): the
+    /// staged changes are written first and the session cache is emptied.
+    pub fn maintain<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        flush(&self.tx, &std::mem::take(&mut self.staged))?;
+        self.cache.clear();
+        self.apply(f)
+    }
+
+    pub fn commit(mut self) -> Result<()> {
+        let staged = std::mem::take(&mut self.staged);
+        let written = flush(&self.tx, &staged).and_then(|()| Ok(self.tx.commit()?));
+        match written {
+            Ok(()) => {
+                for (key, (state, _)) in staged.sessions {
+                    self.cache.insert(key, state);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // What the cache holds may no longer match the database.
+                self.cache.clear();
+                Err(e)
+            }
+        }
     }
 }
 
@@ -91,7 +201,7 @@ fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
-fn ingest_one(conn: &Connection, e: &NewEvent) -> Result<Ack> {
+fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged, cache: &mut SessionCache) -> Result<Ack> {
     if let Some(client_id) = &e.client_event_id {
         let existing = conn
             .prepare_cached("SELECT id, received_at FROM events WHERE site = ?1 AND client_event_id = ?2")?
@@ -108,7 +218,14 @@ fn ingest_one(conn: &Connection, e: &NewEvent) -> Result<Ack> {
 
     let id = Uuid::now_v7();
     let hour = hour_of(e.occurred_at);
-    let old = load_session(conn, e.site_seq, &e.session_id)?;
+    let key: SessionKey = (e.site_seq, e.session_id.clone());
+    let old = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
+        Some((s, _)) => Some(s.clone()),
+        None => match cache.get(&key) {
+            Some(s) => Some(s),
+            None => load_session(conn, e.site_seq, &e.session_id)?,
+        },
+    };
     let mut new = old.clone().unwrap_or_else(|| SessionState {
         first_hour: hour,
         device: e.device.code(),
@@ -146,45 +263,24 @@ fn ingest_one(conn: &Connection, e: &NewEvent) -> Result<Ack> {
         e.received_at.timestamp_millis(),
     ])?;
 
-    conn.prepare_cached(
-        "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (site, session_id) DO UPDATE SET
-             first_hour = excluded.first_hour, variant = excluded.variant, forced = excluded.forced,
-             flags = excluded.flags, last_seen = max(last_seen, excluded.last_seen)",
-    )?
-    .execute(params![
-        e.site_seq,
-        e.session_id,
-        new.first_hour,
-        new.device,
-        new.country,
-        new.variant,
-        new.forced,
-        new.flags,
-        e.occurred_at.timestamp_millis(),
-    ])?;
-
     match &old {
-        None => bump_rollup(conn, e.site_seq, &new, new.counters())?,
+        None => mine.bump_rollup(e.site_seq, &new, new.counters()),
         Some(old) if old.same_row(&new) => {
             if old.flags != new.flags {
                 let (o, n) = (old.counters(), new.counters());
-                bump_rollup(conn, e.site_seq, &new, std::array::from_fn(|i| n[i] - o[i]))?;
+                mine.bump_rollup(e.site_seq, &new, std::array::from_fn(|i| n[i] - o[i]));
             }
         }
         Some(old) => {
-            bump_rollup(conn, e.site_seq, old, old.counters().map(|c| -c))?;
-            bump_rollup(conn, e.site_seq, &new, new.counters())?;
+            mine.bump_rollup(e.site_seq, old, old.counters().map(|c| -c));
+            mine.bump_rollup(e.site_seq, &new, new.counters());
         }
     }
-
-    conn.prepare_cached(
-        "INSERT INTO event_counts_hourly (site, hour, event_type, device, country, events)
-         VALUES (?1, ?2, ?3, ?4, ?5, 1)
-         ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = events + 1",
-    )?
-    .execute(params![e.site_seq, hour, e.event_type.code(), new.device, new.country])?;
+    *mine.counts.entry((e.site_seq, hour, e.event_type.code(), new.device, new.country.clone())).or_default() += 1;
+    // A session row is written when the session is new or changed.
+    if old.as_ref() != Some(&new) {
+        mine.sessions.insert(key, (new, e.occurred_at.timestamp_millis()));
+    }
 
     Ok(Ack { id, received_at: e.received_at, duplicate: false })
 }
@@ -208,8 +304,19 @@ fn load_session(conn: &Connection, site: i64, session_id: &str) -> Result<Option
         .optional()?)
 }
 
-fn bump_rollup(conn: &Connection, site: i64, s: &SessionState, d: [i64; 6]) -> Result<()> {
-    conn.prepare_cached(
+/// Writes what a group staged: changed sessions, then rollup and count deltas.
+fn flush(conn: &Connection, staged: &Staged) -> Result<()> {
+    let mut session = conn.prepare_cached(
+        "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (site, session_id) DO UPDATE SET
+             first_hour = excluded.first_hour, variant = excluded.variant, forced = excluded.forced,
+             flags = excluded.flags, last_seen = max(last_seen, excluded.last_seen)",
+    )?;
+    for ((site, id), (s, seen)) in &staged.sessions {
+        session.execute(params![site, id, s.first_hour, s.device, s.country, s.variant, s.forced, s.flags, seen])?;
+    }
+    let mut rollup = conn.prepare_cached(
         "INSERT INTO rollup_hourly (site, hour, device, country, variant,
                                     sessions, adblock, walls, dismissed, conversions, wall_conversions)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
@@ -218,8 +325,20 @@ fn bump_rollup(conn: &Connection, site: i64, s: &SessionState, d: [i64; 6]) -> R
              walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
              conversions = conversions + excluded.conversions,
              wall_conversions = wall_conversions + excluded.wall_conversions",
-    )?
-    .execute(params![site, s.first_hour, s.device, s.country, s.variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+    )?;
+    for ((site, hour, device, country, variant), d) in &staged.rollups {
+        if d.iter().any(|&x| x != 0) {
+            rollup.execute(params![site, hour, device, country, variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+        }
+    }
+    let mut count = conn.prepare_cached(
+        "INSERT INTO event_counts_hourly (site, hour, event_type, device, country, events)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = events + excluded.events",
+    )?;
+    for ((site, hour, event_type, device, country), n) in &staged.counts {
+        count.execute(params![site, hour, event_type, device, country, n])?;
+    }
     Ok(())
 }
 

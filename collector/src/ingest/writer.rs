@@ -82,6 +82,15 @@ impl WriterHandle {
         self.submit(move |group| group.apply(f)).await
     }
 
+    /// Runs maintenance that may change sessions or rollups (retention).
+    pub async fn maintain<T, F>(&self, f: F) -> Result<T, ApiError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> analytics::Result<T> + Send + 'static,
+    {
+        self.submit(move |group| group.maintain(f)).await
+    }
+
     /// Queues a change without waiting for it (bookkeeping such as `last_used_at`).
     pub fn apply_later<F>(&self, f: F)
     where

@@ -39,7 +39,7 @@ where
 {
     let mut total = 0;
     loop {
-        let n = ctx.writer.apply(step).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        let n = ctx.writer.maintain(step).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
         total += n;
         if n < BATCH {
             return Ok(total);
