@@ -4,6 +4,8 @@
 local site = os.getenv("SITE_ID") or "00000000-0000-4000-8000-000000000000"
 local types = { "pageview", "pageview", "pageview", "adblock_detected", "wall_displayed" }
 local counter = 0
+-- Optional pacing: each connection waits DELAY_MS between requests.
+local delay_ms = tonumber(os.getenv("DELAY_MS") or "0")
 
 local function uuid4()
   local t = {}
@@ -29,6 +31,10 @@ request = function()
     uuid4(), site, types[(counter % #types) + 1], counter % 50)
   return wrk.format("POST", "/v1/events/track",
     { ["Content-Type"] = "text/plain", ["Origin"] = "https://news.example.com" }, body)
+end
+
+function delay()
+  return delay_ms
 end
 
 done = function(summary, latency, requests)

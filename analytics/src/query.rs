@@ -94,7 +94,7 @@ pub struct Filter {
 fn hourly(conn: &Connection, site: i64, (from, to): (i64, i64), f: Filter) -> Result<Vec<(i64, Counters)>> {
     let mut stmt = conn.prepare_cached(
         "SELECT hour, sum(sessions), sum(adblock), sum(walls), sum(dismissed), sum(conversions)
-         FROM rollup_hourly
+         FROM rollup_device_hourly
          WHERE site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
          GROUP BY hour ORDER BY hour",
     )?;
@@ -214,8 +214,8 @@ pub fn timeline(conn: &Connection, site: &Site, period: &Period, g: Granularity,
 pub fn ab_testing(conn: &Connection, site: &Site, hours: Option<(i64, i64)>) -> Result<Vec<VariantResult>> {
     let (from, to) = hours.unwrap_or((i64::MIN, i64::MAX));
     let mut stmt = conn.prepare_cached(
-        "SELECT variant, sum(walls), sum(wall_conversions) FROM rollup_hourly
-         WHERE site = ?1 AND hour >= ?2 AND hour < ?3 AND variant <> ''
+        "SELECT variant, sum(walls), sum(wall_conversions) FROM rollup_variant_hourly
+         WHERE site = ?1 AND hour >= ?2 AND hour < ?3
          GROUP BY variant",
     )?;
     let seen: HashMap<String, (u64, u64)> = stmt

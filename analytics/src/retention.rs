@@ -24,6 +24,16 @@ pub fn purge_rollups(conn: &Connection, site: i64, before_hour: i64, batch: usiz
         params![site, before_hour, batch as i64],
     )?;
     n += conn.execute(
+        "DELETE FROM rollup_device_hourly WHERE (site, hour, device) IN
+             (SELECT site, hour, device FROM rollup_device_hourly WHERE site = ?1 AND hour < ?2 LIMIT ?3)",
+        params![site, before_hour, batch as i64],
+    )?;
+    n += conn.execute(
+        "DELETE FROM rollup_variant_hourly WHERE (site, hour, variant) IN
+             (SELECT site, hour, variant FROM rollup_variant_hourly WHERE site = ?1 AND hour < ?2 LIMIT ?3)",
+        params![site, before_hour, batch as i64],
+    )?;
+    n += conn.execute(
         "DELETE FROM event_counts_hourly WHERE (site, hour, event_type, device, country) IN
              (SELECT site, hour, event_type, device, country FROM event_counts_hourly
               WHERE site = ?1 AND hour < ?2 LIMIT ?3)",

@@ -326,9 +326,43 @@ fn flush(conn: &Connection, staged: &Staged) -> Result<()> {
              conversions = conversions + excluded.conversions,
              wall_conversions = wall_conversions + excluded.wall_conversions",
     )?;
+    let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::new();
+    let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::new();
     for ((site, hour, device, country, variant), d) in &staged.rollups {
+        if d.iter().all(|&x| x == 0) {
+            continue;
+        }
+        rollup.execute(params![site, hour, device, country, variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+        let e = by_device.entry((*site, *hour, *device)).or_default();
+        for i in 0..6 {
+            e[i] += d[i];
+        }
+        if !variant.is_empty() {
+            let e = by_variant.entry((*site, *hour, variant.as_str())).or_default();
+            e[0] += d[2];
+            e[1] += d[5];
+        }
+    }
+    let mut device = conn.prepare_cached(
+        "INSERT INTO rollup_device_hourly (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+         ON CONFLICT (site, hour, device) DO UPDATE SET
+             sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
+             walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
+             conversions = conversions + excluded.conversions,
+             wall_conversions = wall_conversions + excluded.wall_conversions",
+    )?;
+    for ((site, hour, dev), d) in &by_device {
+        device.execute(params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+    }
+    let mut variant = conn.prepare_cached(
+        "INSERT INTO rollup_variant_hourly (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (site, hour, variant) DO UPDATE SET
+             walls = walls + excluded.walls, wall_conversions = wall_conversions + excluded.wall_conversions",
+    )?;
+    for ((site, hour, name), d) in &by_variant {
         if d.iter().any(|&x| x != 0) {
-            rollup.execute(params![site, hour, device, country, variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+            variant.execute(params![site, hour, name, d[0], d[1]])?;
         }
     }
     let mut count = conn.prepare_cached(
@@ -503,6 +537,42 @@ mod tests {
         let period = Period::new(at(0, 0).date_naive(), at(0, 0).date_naive(), chrono_tz::Tz::UTC);
         let d = f.store.read(|c| query::dashboard(c, &f.site, &period, Filter::default())).unwrap();
         assert_eq!((d.metrics.walls_displayed, d.metrics.conversions), (2, 1));
+    }
+
+    #[test]
+    fn narrow_rollups_always_equal_the_full_one_regrouped() {
+        let mut f = fixture();
+        f.send("s1", EventType::Pageview, at(9, 50), None);
+        f.send("s1", EventType::WallDisplayed, at(9, 51), Some("emotional"));
+        f.send("s2", EventType::WallDisplayed, at(10, 5), Some("control"));
+        f.send("s2", EventType::ConversionAllowlist, at(10, 6), Some("control"));
+        f.send("s3", EventType::ConversionSubscribe, at(11, 0), Some("offer"));
+        f.send("s1", EventType::ConversionAllowlist, at(12, 0), Some("emotional"));
+        f.send("s1", EventType::Pageview, at(8, 0), None);
+        let q = |sql: &str| -> Vec<(i64, String, i64, i64)> {
+            f.store
+                .read(|c| {
+                    let mut s = c.prepare(sql)?;
+                    let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<rusqlite::Result<_>>()?;
+                    Ok(v)
+                })
+                .unwrap()
+        };
+        let full_by_device = q("SELECT hour, CAST(device AS TEXT), sum(sessions), sum(wall_conversions) FROM rollup_hourly
+                                GROUP BY hour, device HAVING sum(sessions) <> 0 ORDER BY 1, 2");
+        let device = q("SELECT hour, CAST(device AS TEXT), sessions, wall_conversions FROM rollup_device_hourly
+                        WHERE sessions <> 0 ORDER BY 1, 2");
+        assert_eq!(full_by_device, device);
+        let full_by_variant = q("SELECT hour, variant, sum(walls), sum(wall_conversions) FROM rollup_hourly
+                                 WHERE variant <> '' GROUP BY hour, variant HAVING sum(walls) <> 0 ORDER BY 1, 2");
+        let variant = q("SELECT hour, variant, walls, wall_conversions FROM rollup_variant_hourly WHERE walls <> 0 ORDER BY 1, 2");
+        assert_eq!(full_by_variant, variant);
+        // s3 converted without a wall: it is a conversion, but not an A/B one.
+        let ab = f.store.read(|c| query::ab_testing(c, &f.site, None)).unwrap();
+        let offer = ab.iter().find(|v| v.name == "offer").unwrap();
+        assert_eq!((offer.impressions, offer.conversions), (0, 0));
+        let emotional = ab.iter().find(|v| v.name == "emotional").unwrap();
+        assert_eq!((emotional.impressions, emotional.conversions), (1, 1));
     }
 
     #[test]

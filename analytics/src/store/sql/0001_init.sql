@@ -109,3 +109,27 @@ CREATE TABLE event_counts_hourly (
     events      INTEGER NOT NULL,
     PRIMARY KEY (site, hour, event_type, device, country)
 ) WITHOUT ROWID;
+
+-- Narrow copies of rollup_hourly that the dashboard, the timeline and A/B read,
+-- so their cost follows the hours in the period, not the spread of countries.
+CREATE TABLE rollup_device_hourly (
+    site         INTEGER NOT NULL,
+    hour         INTEGER NOT NULL,
+    device       INTEGER NOT NULL,
+    sessions     INTEGER NOT NULL,
+    adblock      INTEGER NOT NULL,
+    walls        INTEGER NOT NULL,
+    dismissed    INTEGER NOT NULL,
+    conversions  INTEGER NOT NULL,
+    wall_conversions INTEGER NOT NULL,
+    PRIMARY KEY (site, hour, device)
+) WITHOUT ROWID;
+
+CREATE TABLE rollup_variant_hourly (
+    site         INTEGER NOT NULL,
+    hour         INTEGER NOT NULL,
+    variant      TEXT NOT NULL,
+    walls        INTEGER NOT NULL,
+    wall_conversions INTEGER NOT NULL,
+    PRIMARY KEY (site, hour, variant)
+) WITHOUT ROWID;
