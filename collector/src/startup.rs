@@ -34,13 +34,16 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default() });
 
+    // Handlers go in before the listening line: a SIGTERM sent as soon as we
+    // announce readiness must already mean a graceful stop.
+    let shutdown = shutdown_signal()?;
     if ctx.config.demo {
         demo::start(&ctx, addr).await.context("seeding the demo data")?;
     }
     println!("postern listening on http://{addr}");
 
     let jobs = jobs::spawn_all(&ctx);
-    serve(listener, ctx.clone(), shutdown_signal()).await;
+    serve(listener, ctx.clone(), shutdown).await;
     for job in jobs {
         job.abort();
     }
@@ -89,12 +92,16 @@ async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::fu
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves at SIGTERM or SIGINT; the handlers are installed when this is called.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {},
-        _ = tokio::signal::ctrl_c() => {},
-    }
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {},
+            _ = int.recv() => {},
+        }
+    })
 }
 

@@ -361,3 +361,33 @@ fn the_public_openapi_document_is_limited_per_address() {
     a.expect(200);
     assert_eq!(rl(&a).1, 2);
 }
+
+#[test]
+fn ingestion_with_a_key_is_also_limited_per_key_across_addresses() {
+    let app = TestApp::spawn_with(&SMALL);
+    let site = new_site(&app, "perkey.example.com");
+    let track_from = |ip: &str, n: usize| -> Answer {
+        let c = client_from(ip);
+        send_with(c.post(app.url("/v1/events/track")).bearer_auth(&app.key).json(&event(&site, &format!("sess-perkey-{n:04}"), "pageview", json!({}))))
+    };
+    let mut n = 0;
+    for ip in ["127.0.0.1", "127.0.0.2"] {
+        for _ in 0..4 {
+            n += 1;
+            let a = track_from(ip, n);
+            a.expect(201);
+            assert_eq!(rl(&a).1, 8 - n as u64, "the key's ingestion counter spans addresses (request {n} from {ip})");
+        }
+    }
+    // Request 9 of this key, from a third address that has sent nothing yet.
+    assert_limited(&track_from("127.0.0.3", 9));
+    // Without the key, that address is not limited.
+    let c = client_from("127.0.0.3");
+    let a = send_with(
+        c.post(app.url("/v1/events/track"))
+            .header("Origin", "https://perkey.example.com")
+            .header("Content-Type", "text/plain")
+            .body(event(&site, "sess-perkey-anon", "pageview", json!({})).to_string()),
+    );
+    a.expect(201);
+}

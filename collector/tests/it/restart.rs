@@ -195,6 +195,16 @@ fn sigterm_while_requests_are_in_flight_loses_no_acknowledged_event() {
     assert!(count.values().all(|&n| n == 1), "an event id appears more than once");
 }
 
+#[test]
+fn sigterm_right_after_the_listening_line_is_a_graceful_stop() {
+    // A supervisor may stop the server as soon as it reports that it listens.
+    let mut app = TestApp::spawn();
+    for _ in 0..10 {
+        app.restart();
+    }
+    app.get("/v1/sites").expect(200);
+}
+
 /// Sets `PRAGMA user_version` of an SQLite file with the sqlite3 CLI, or python3 when it is missing.
 fn set_user_version(db: &std::path::Path, version: i64) {
     let sql = format!("PRAGMA user_version = {version};");
