@@ -43,10 +43,11 @@ pub fn bearer_token(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
     let value = value
         .to_str()
         .map_err(|_| ApiError::unauthenticated("invalid", "the Authorization header is not valid text"))?;
+    // The scheme name is case-insensitive (RFC 7235).
     let token = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-        .map(str::trim)
+        .split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .filter(|t| !t.is_empty())
         .ok_or_else(|| ApiError::unauthenticated("invalid", "expected Authorization: Bearer <API key>"))?;
     Ok(Some(token))
