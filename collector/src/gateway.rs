@@ -83,6 +83,10 @@ where
             if let Some(p) = principal {
                 req.extensions_mut().insert(p);
             }
+            // HEAD is answered wherever GET is; hyper leaves the body out.
+            if req.method() == Method::HEAD {
+                *req.method_mut() = Method::GET;
+            }
             let mut svc = warp::service(routes);
             let res = svc.call(req).await.unwrap_or_else(|never| match never {});
             (decision, res)

@@ -154,7 +154,9 @@ fn parse_name(v: Option<&Value>) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// A bare host name (`example.com`, `localhost`) or an IP address; no scheme, port or path.
+/// A bare host name (`example.com`, `localhost`) or an IP address; no scheme,
+/// port or path. Other single-label names (`com`) are refused: browser origins
+/// under them would all match the site.
 pub fn normalize_domain(raw: &str) -> Option<String> {
     let d = raw.trim().trim_end_matches('.').to_ascii_lowercase();
     if d.parse::<std::net::IpAddr>().is_ok() {
@@ -167,7 +169,8 @@ pub fn normalize_domain(raw: &str) -> Option<String> {
             && !l.ends_with('-')
             && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     };
-    (d.len() <= 253 && d.split('.').all(label_ok)).then_some(d)
+    let multi_label = d.contains('.') || d == "localhost";
+    (multi_label && d.len() <= 253 && d.split('.').all(label_ok)).then_some(d)
 }
 
 fn parse_domain(v: Option<&Value>) -> Result<Option<String>, ApiError> {
@@ -250,7 +253,7 @@ mod tests {
         assert_eq!(normalize_domain(" News.Example.COM. ").as_deref(), Some("news.example.com"));
         assert_eq!(normalize_domain("localhost").as_deref(), Some("localhost"));
         assert_eq!(normalize_domain("127.0.0.1").as_deref(), Some("127.0.0.1"));
-        for bad in ["https://example.com", "example.com/path", "example.com:8080", "-a.com", "a..com", ""] {
+        for bad in ["https://example.com", "example.com/path", "example.com:8080", "-a.com", "a..com", "", "com"] {
             assert_eq!(normalize_domain(bad), None, "{bad}");
         }
     }

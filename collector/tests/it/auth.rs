@@ -190,14 +190,19 @@ fn without_origin_the_page_url_must_be_on_the_domain() {
     assert!(ok.body["id"].is_string(), "{}", ok.text);
     assert!(ok.body["received_at"].is_string(), "{}", ok.text);
 
-    let refused = track_without_origin(
-        &app,
-        &event(&sid, "no-origin-session-2", "adblock_detected", json!({"page_url": "https://evil-example.com/x"})),
-    );
-    refused.expect(401);
-    let (code, field, _) = refused.error();
-    assert_eq!(code, "UNAUTHENTICATED");
-    assert_eq!(field.as_deref(), Some("Authorization"));
+    for page in [
+        "https://evil-example.com/x",
+        "https://example.com@evil.net/",
+        "https://evil.net/?ref=example.com",
+        "https://evil.net/#example.com",
+        "https://example.com.evil.net/",
+    ] {
+        let refused = track_without_origin(&app, &event(&sid, "no-origin-session-2", "adblock_detected", json!({"page_url": page})));
+        assert_eq!(refused.status.as_u16(), 401, "page_url {page}: {}", refused.text);
+        let (code, field, _) = refused.error();
+        assert_eq!(code, "UNAUTHENTICATED");
+        assert_eq!(field.as_deref(), Some("Authorization"));
+    }
     assert_eq!(app.events(&sid, "").body["total"], 1);
 }
 
@@ -318,4 +323,50 @@ fn a_deleted_sites_domain_no_longer_grants_cors() {
     preflight(&app, "https://gone.example").expect(204);
     app.delete(&format!("/v1/sites/{}", id(&site))).expect(204);
     preflight(&app, "https://gone.example").expect(403);
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive() {
+    // RFC 9110 §11.1: the authentication scheme is a case-insensitive token.
+    let app = TestApp::spawn();
+    for scheme in ["Bearer", "bearer", "BEARER", "BeArEr"] {
+        let a = app.send(app.request(Method::GET, "/v1/sites").header("Authorization", format!("{scheme} {}", app.key)));
+        assert_eq!(a.status.as_u16(), 200, "Authorization: {scheme} <key>: {}", a.text);
+    }
+}
+
+#[test]
+fn a_key_vouches_for_server_side_ingestion_whatever_the_origin() {
+    let app = TestApp::spawn();
+    let site = app.create_site("example.com", "UTC");
+    let sid = id(&site);
+    let a = app.send(
+        app.request(Method::POST, "/v1/events/track")
+            .bearer_auth(&app.key)
+            .header("Origin", "https://elsewhere.net")
+            .json(&event(&sid, "server-side-1", "adblock_detected", json!({"page_url": "https://elsewhere.net/"}))),
+    );
+    a.expect(201);
+    assert_eq!(a.header("access-control-allow-origin"), None, "no CORS grant for a foreign origin");
+}
+
+#[test]
+fn browser_ingestion_follows_a_domain_change() {
+    let app = TestApp::spawn();
+    let site = app.create_site("example.com", "UTC");
+    let sid = id(&site);
+    app.patch(&format!("/v1/sites/{sid}"), &json!({"domain": "example.org"})).expect(200);
+
+    let old = app.track_from_browser("https://www.example.com", &example_event(&sid, "moved-session-1"));
+    old.expect(401);
+    assert_eq!(old.error().0, "UNAUTHENTICATED");
+    preflight(&app, "https://www.example.com").expect(403);
+
+    let new = app.track_from_browser(
+        "https://www.example.org",
+        &event(&sid, "moved-session-2", "adblock_detected", json!({"page_url": "https://www.example.org/"})),
+    );
+    new.expect(201);
+    assert_eq!(new.header("access-control-allow-origin"), Some("https://www.example.org"));
+    preflight(&app, "https://www.example.org").expect(204);
 }

@@ -160,3 +160,13 @@ fn ops_endpoints_answer_only_get() {
         a.error();
     }
 }
+
+#[test]
+fn head_is_answered_wherever_get_is() {
+    let app = TestApp::spawn();
+    let a = app.send(app.request(reqwest::Method::HEAD, "/v1/sites").bearer_auth(&app.key));
+    assert_eq!(a.status.as_u16(), 200);
+    assert!(a.text.is_empty(), "HEAD must have no body, got {}", a.text);
+    let a = app.send(app.request(reqwest::Method::HEAD, "/healthz"));
+    assert_eq!(a.status.as_u16(), 200);
+}

@@ -430,6 +430,10 @@ fn delete_answers_204_then_the_site_is_gone() {
     // Its analytics are gone too.
     assert_not_found(&app.dashboard(&id(&site), ""));
     assert_not_found(&app.events(&id(&site), ""));
+    // And it takes no more events.
+    let t = app.track(&event(&id(&site), "after-delete-1", "adblock_detected", json!({})));
+    t.expect(404);
+    assert_eq!(t.error().1.as_deref(), Some("site_id"));
 }
 
 #[test]
