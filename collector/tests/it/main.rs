@@ -7,6 +7,7 @@ mod analytics;
 mod auth;
 mod cli;
 mod counting;
+mod crash;
 mod errors;
 mod events;
 mod keys;
