@@ -13,14 +13,6 @@ fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// Tracks with the app's key and asserts 201; returns the answer body.
-#[track_caller]
-fn track_ok(app: &TestApp, body: Value) -> Value {
-    let a = app.track(&body);
-    assert_eq!(a.status.as_u16(), 201, "track {body} → {}", a.text);
-    a.body
-}
-
 /// One event of `session` at instant `at` (back-dated with the key).
 #[track_caller]
 fn track_at(app: &TestApp, site: &str, session: &str, event_type: &str, at: DateTime<Utc>, metadata: Value) -> Value {

@@ -25,13 +25,6 @@ fn uuid_of(v: &Value) -> Uuid {
 }
 
 #[track_caller]
-fn track_ok(app: &TestApp, body: Value) -> Value {
-    let a = app.track(&body);
-    assert_eq!(a.status.as_u16(), 201, "track {body} → {}", a.text);
-    a.body
-}
-
-#[track_caller]
 fn expect_error(a: &Answer, status: u16, code: &str, field: &str, reason: &str) {
     a.expect(status);
     let (c, f, r) = a.error();

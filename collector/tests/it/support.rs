@@ -61,7 +61,8 @@ pub struct TestApp {
     pub db: PathBuf,
     /// A key with every scope, in account "acme".
     pub key: String,
-    pub dir: tempfile::TempDir,
+    /// Keeps the temporary directory (database, log) alive as long as the app.
+    _dir: tempfile::TempDir,
     args: Vec<String>,
     child: Option<Child>,
     log: PathBuf,
@@ -84,7 +85,7 @@ impl TestApp {
             base: String::new(),
             db,
             key: String::new(),
-            dir,
+            _dir: dir,
             args: extra.iter().map(|s| s.to_string()).collect(),
             child: None,
             log,
@@ -140,10 +141,6 @@ impl TestApp {
 
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
     }
 
     /// Sends SIGTERM and waits for the exit; returns the exit code.
@@ -300,6 +297,14 @@ pub fn event(site: &str, session: &str, event_type: &str, extra: Value) -> Value
         }
     }
     e
+}
+
+/// Tracks with the app's key and asserts 201; returns the answer body.
+#[track_caller]
+pub fn track_ok(app: &TestApp, body: Value) -> Value {
+    let a = app.track(&body);
+    assert_eq!(a.status.as_u16(), 201, "track {body} → {}", a.text);
+    a.body
 }
 
 /// The site's id from its JSON.
