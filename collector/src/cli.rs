@@ -35,6 +35,8 @@ pub enum Command {
     Admin(AdminCommand),
 }
 
+// The names are the command-line contract (`create-key`, `create-user`, …).
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Subcommand)]
 pub enum AdminCommand {
     /// Create an API key (and the account if needed); prints only the key

@@ -75,13 +75,11 @@ fn api_responses_carry_headers_that_count_down_and_the_request_after_the_limit_i
     let app = TestApp::spawn_with(&SMALL);
     let site = new_site(&app, "rl-two.example.com");
     let before = now_secs();
-    let seq = vec![
-        app.get("/v1/sites"),
+    let seq = [app.get("/v1/sites"),
         app.get(&format!("/v1/sites/{site}")),
         app.get(&format!("/v1/sites/{}", uuid::Uuid::new_v4())),
         app.post("/v1/sites", &json!({})),
-        app.dashboard(&site, "?days=0"),
-    ];
+        app.dashboard(&site, "?days=0")];
     let after = now_secs();
     let statuses: Vec<u16> = seq.iter().map(|a| a.status.as_u16()).collect();
     assert_eq!(statuses, vec![200, 200, 404, 400, 400]);
