@@ -245,7 +245,7 @@ pub fn events(
 ) -> Result<(Vec<StoredEvent>, u64)> {
     let code = event_type.map(EventType::code);
     let total: u64 = conn
-        .prepare_cached("SELECT count(*) FROM events WHERE site = ?1 AND (?2 IS NULL OR event_type = ?2)")?
+        .prepare_cached("SELECT coalesce(sum(events), 0) FROM raw_event_totals WHERE site = ?1 AND (?2 IS NULL OR event_type = ?2)")?
         .query_row(params![site.seq, code], |r| r.get(0))?;
     let mut stmt = conn.prepare_cached(
         "SELECT id, client_event_id, session_id, event_type, page_url, metadata, country, occurred_at, received_at

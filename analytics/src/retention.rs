@@ -2,17 +2,30 @@
 //! aggregate period, and everything of deleted sites are removed in small
 //! batches, each its own short transaction, so ingestion keeps flowing between them.
 
+use std::collections::HashMap;
+
 use rusqlite::{params, Connection};
 
+use crate::write::add_raw_total;
 use crate::Result;
 
 /// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
 pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
-    Ok(conn.execute(
+    let mut stmt = conn.prepare_cached(
         "DELETE FROM events WHERE seq IN
-             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at LIMIT ?2)",
-        params![before_ms, batch as i64],
-    )?)
+             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at LIMIT ?2)
+         RETURNING site, event_type",
+    )?;
+    let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
+    let mut rows = stmt.query(params![before_ms, batch as i64])?;
+    while let Some(row) = rows.next()? {
+        *deleted.entry((row.get(0)?, row.get(1)?)).or_default() += 1;
+    }
+    drop(rows);
+    for (&(site, event_type), &n) in &deleted {
+        add_raw_total(conn, site, event_type, -n)?;
+    }
+    Ok(deleted.values().sum::<i64>() as usize)
 }
 
 /// Deletes up to `batch` rows of the hourly tables of `site` older than `before_hour`.
@@ -70,6 +83,7 @@ pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<
     )?;
     n += purge_rollups(conn, site, i64::MAX, batch)?;
     if n == 0 {
+        conn.execute("DELETE FROM raw_event_totals WHERE site = ?1", [site])?;
         conn.execute("DELETE FROM sites WHERE seq = ?1 AND deleted_at IS NOT NULL", [site])?;
     }
     Ok(n)
@@ -123,6 +137,8 @@ mod tests {
         assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 0);
         let left: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?)).unwrap();
         assert_eq!(left, 5);
+        let total: i64 = store.read(|c| Ok(c.query_row("SELECT sum(events) FROM raw_event_totals", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(total, 5, "the kept total follows the deletions");
 
         let hour_cutoff = (now - Duration::days(90)).timestamp() / 3600;
         let mut removed = 0;
@@ -141,7 +157,8 @@ mod tests {
             .read(|c| {
                 Ok(c.query_row(
                     "SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM sessions)
-                          + (SELECT count(*) FROM rollup_hourly) + (SELECT count(*) FROM sites)",
+                          + (SELECT count(*) FROM rollup_hourly) + (SELECT count(*) FROM sites)
+                          + (SELECT count(*) FROM raw_event_totals)",
                     [],
                     |r| r.get(0),
                 )?)

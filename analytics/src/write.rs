@@ -91,6 +91,8 @@ struct Staged {
     sessions: HashMap<SessionKey, (SessionState, i64)>,
     rollups: HashMap<RollupKey, [i64; 6]>,
     counts: HashMap<CountKey, i64>,
+    /// Raw events stored, per (site, event type).
+    raw: HashMap<(i64, i64), i64>,
 }
 
 impl Staged {
@@ -104,6 +106,9 @@ impl Staged {
         }
         for (k, n) in other.counts {
             *self.counts.entry(k).or_default() += n;
+        }
+        for (k, n) in other.raw {
+            *self.raw.entry(k).or_default() += n;
         }
     }
 
@@ -278,6 +283,7 @@ fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged
         }
     }
     *mine.counts.entry((e.site_seq, hour, e.event_type.code(), new.device, new.country.clone())).or_default() += 1;
+    *mine.raw.entry((e.site_seq, e.event_type.code())).or_default() += 1;
     // A session row is written when the session is new or changed.
     if old.as_ref() != Some(&new) {
         mine.sessions.insert(key, (new, e.occurred_at.timestamp_millis()));
@@ -303,6 +309,16 @@ fn load_session(conn: &Connection, site: i64, session_id: &str) -> Result<Option
             })
         })
         .optional()?)
+}
+
+/// Adds `n` (negative to subtract) to a site's count of stored raw events of a type.
+pub(crate) fn add_raw_total(conn: &Connection, site: i64, event_type: i64, n: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
+         ON CONFLICT (site, event_type) DO UPDATE SET events = events + excluded.events",
+    )?
+    .execute(params![site, event_type, n])?;
+    Ok(())
 }
 
 /// Writes what a group staged: changed sessions, then rollup and count deltas.
@@ -373,6 +389,9 @@ fn flush(conn: &Connection, staged: &Staged) -> Result<()> {
     )?;
     for ((site, hour, event_type, device, country), n) in &staged.counts {
         count.execute(params![site, hour, event_type, device, country, n])?;
+    }
+    for (&(site, event_type), &n) in &staged.raw {
+        add_raw_total(conn, site, event_type, n)?;
     }
     Ok(())
 }

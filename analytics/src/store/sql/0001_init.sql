@@ -133,3 +133,12 @@ CREATE TABLE rollup_variant_hourly (
     wall_conversions INTEGER NOT NULL,
     PRIMARY KEY (site, hour, variant)
 ) WITHOUT ROWID;
+
+-- How many raw events each site holds per type: the events list's `total`,
+-- kept exact by the writer (inserts) and the retention job (deletes).
+CREATE TABLE raw_event_totals (
+    site        INTEGER NOT NULL,
+    event_type  INTEGER NOT NULL,
+    events      INTEGER NOT NULL,
+    PRIMARY KEY (site, event_type)
+) WITHOUT ROWID;
