@@ -8,6 +8,7 @@ mod analytics;
 mod events;
 mod keys;
 mod ops;
+mod sdk;
 mod sites;
 
 use std::convert::Infallible;
@@ -124,6 +125,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .or(path!("metrics").and(get()).and(c()).then(ops::metrics))
         .unify()
         .or(path!("v1" / "openapi.json").and(get()).then(ops::openapi))
+        .unify()
+        .or(path!("v1" / "sdk" / "sites" / String / "config").and(get()).and(c()).then(sdk::sdk_site_config))
         .unify()
         .boxed();
 

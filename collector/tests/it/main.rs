@@ -15,5 +15,6 @@ mod openapi;
 mod ops;
 mod rate_limits;
 mod restart;
+mod sdk;
 mod retention;
 mod sites;

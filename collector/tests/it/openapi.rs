@@ -29,10 +29,11 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/metrics"),
     ("get", "/v1/openapi.json"),
+    ("get", "/v1/sdk/sites/{id}/config"),
 ];
 
 /// Paths that need no key at all.
-const KEYLESS: &[&str] = &["/healthz", "/readyz", "/metrics", "/v1/openapi.json"];
+const KEYLESS: &[&str] = &["/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/v1/sdk/sites/{id}/config"];
 
 /// Paths that take a key with the ingest scope or a browser Origin instead.
 const INGEST: &[&str] = &["/v1/events/track", "/v1/e", "/v1/events/batch"];
