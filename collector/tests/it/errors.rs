@@ -165,19 +165,23 @@ fn track_bodies_over_16_kib_are_413() {
     assert_eq!(app.events(&sid, "").body["total"], 0, "nothing was stored");
 }
 
-#[test]
-fn chunked_track_bodies_over_16_kib_are_413_too() {
-    let app = TestApp::spawn();
-    let site = app.create_site("example.com", "UTC");
-    let body = padded_event(&id(&site), 40_000).into_bytes();
-    // A reader body has no Content-Length: it is sent chunked.
+/// POST /v1/events/track with a body of unknown length: a reader body is sent chunked,
+/// without Content-Length.
+fn track_chunked(app: &TestApp, body: Vec<u8>) -> Answer {
     let reader = reqwest::blocking::Body::new(std::io::Cursor::new(body));
-    let a = app.send(
+    app.send(
         app.request(Method::POST, "/v1/events/track")
             .bearer_auth(&app.key)
             .header("Content-Type", "application/json")
             .body(reader),
-    );
+    )
+}
+
+#[test]
+fn chunked_track_bodies_over_16_kib_are_413_too() {
+    let app = TestApp::spawn();
+    let site = app.create_site("example.com", "UTC");
+    let a = track_chunked(&app, padded_event(&id(&site), 40_000).into_bytes());
     a.expect(413);
     assert_eq!(assert_error_shape(&a).0, "PAYLOAD_TOO_LARGE");
 }
@@ -187,14 +191,7 @@ fn a_small_chunked_track_body_is_accepted() {
     let app = TestApp::spawn();
     let site = app.create_site("example.com", "UTC");
     let body = event(&id(&site), "chunked-session", "adblock_detected", json!({})).to_string().into_bytes();
-    let reader = reqwest::blocking::Body::new(std::io::Cursor::new(body));
-    let a = app.send(
-        app.request(Method::POST, "/v1/events/track")
-            .bearer_auth(&app.key)
-            .header("Content-Type", "application/json")
-            .body(reader),
-    );
-    a.expect(201);
+    track_chunked(&app, body).expect(201);
 }
 
 #[test]
