@@ -8,7 +8,7 @@ use crate::{Error, Result};
 const MIGRATIONS: &[&str] = &[include_str!("sql/0001_init.sql")];
 
 /// The schema version this code writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub(super) fn run(conn: &mut Connection) -> Result<()> {
     let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;

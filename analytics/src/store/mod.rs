@@ -12,8 +12,6 @@ use crate::Result;
 
 mod migrations;
 
-pub use migrations::SCHEMA_VERSION;
-
 /// How hard a commit waits for the disk. `Full` is the default: an acknowledged
 /// event survives a power cut. `Normal` survives a crash of the process only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,10 +36,6 @@ impl Store {
         let mut conn = open_write_connection(&path, Durability::Full)?;
         migrations::run(&mut conn)?;
         Ok(Store { path, idle_readers: Mutex::new(Vec::new()) })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Opens the write connection. The collector keeps exactly one, owned by its
