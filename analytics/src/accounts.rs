@@ -77,6 +77,43 @@ pub fn create_user(
     Ok(conn.last_insert_rowid())
 }
 
+/// A dashboard user, with the account it belongs to.
+#[derive(Debug, Clone)]
+pub struct User {
+    pub id: i64,
+    pub account_id: i64,
+    pub account_name: String,
+    pub email: String,
+    pub role: Role,
+    pub password_hash: String,
+}
+
+pub(crate) const USER_COLUMNS: &str =
+    "users.id, users.account_id, accounts.name, users.email, users.role, users.password_hash";
+
+pub(crate) fn user_from_row(r: &Row<'_>) -> rusqlite::Result<User> {
+    let role: String = r.get(4)?;
+    Ok(User {
+        id: r.get(0)?,
+        account_id: r.get(1)?,
+        account_name: r.get(2)?,
+        email: r.get(3)?,
+        // The schema's CHECK allows only admin and reader; anything else gets the lesser role.
+        role: Role::parse(&role).unwrap_or(Role::Reader),
+        password_hash: r.get(5)?,
+    })
+}
+
+/// The user with this e-mail (compared without regard to case).
+pub fn find_user_by_email(conn: &Connection, email: &str) -> Result<Option<User>> {
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {USER_COLUMNS} FROM users JOIN accounts ON accounts.id = users.account_id WHERE users.email = ?1"
+        ))?
+        .query_row([email.trim()], user_from_row)
+        .optional()?)
+}
+
 /// A freshly generated key: the secret is only ever available here.
 pub struct NewKey {
     pub key: ApiKey,

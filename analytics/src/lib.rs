@@ -13,6 +13,7 @@ pub mod query;
 pub mod retention;
 pub mod sites;
 pub mod store;
+pub mod web_sessions;
 pub mod write;
 
 pub use error::{Error, Result};

@@ -3,7 +3,7 @@
 
 use analytics::accounts;
 use analytics::model::{ApiKey, Scope, Site};
-use argon2::password_hash::{PasswordHasher, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
 use chrono::Utc;
 use http::HeaderMap;
@@ -116,6 +116,11 @@ pub fn hash_password(password: &str) -> anyhow::Result<String> {
         .map_err(|e| anyhow::anyhow!("hashing the password: {e}"))
 }
 
+/// True when `password` matches an argon2 hash made by [`hash_password`].
+pub fn verify_password(password: &str, hash: &str) -> bool {
+    PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +140,15 @@ mod tests {
         assert_eq!(origin_host("https://www.example.com:8443").as_deref(), Some("www.example.com"));
         assert_eq!(origin_host("http://[::1]:80").as_deref(), Some("::1"));
         assert_eq!(origin_host("null"), None);
+    }
+
+    #[test]
+    fn passwords_verify_against_their_hash_only() {
+        let hash = hash_password("correct horse").unwrap();
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert!(verify_password("correct horse", &hash));
+        assert!(!verify_password("correct horsE", &hash));
+        assert!(!verify_password("correct horse", "not a hash"));
     }
 
     #[test]

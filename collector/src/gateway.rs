@@ -15,6 +15,7 @@ use warp::reply::Response;
 use warp::Reply;
 
 use crate::auth::{self, Principal};
+use crate::dashboard::ClientAddr;
 use crate::error::ApiError;
 use crate::rate_limit::{Bucket, Decision};
 use crate::state::Ctx;
@@ -30,6 +31,9 @@ pub enum Class {
     Public,
     /// Health and metrics: never limited, so monitoring keeps working under load.
     Ops,
+    /// The web dashboard: no API key, a session cookie checked by its pages;
+    /// limited per session (per address before signing in).
+    Dashboard,
 }
 
 pub fn classify(path: &str) -> Class {
@@ -37,6 +41,7 @@ pub fn classify(path: &str) -> Class {
         "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
         "/healthz" | "/readyz" | "/metrics" => Class::Ops,
         "/v1/openapi.json" => Class::Public,
+        p if p == "/dashboard" || p.starts_with("/dashboard/") => Class::Dashboard,
         p if p.starts_with("/v1/sdk/") => Class::Public,
         p if p == "/v1" || p.starts_with("/v1/") => Class::Api,
         _ => Class::Public,
@@ -72,7 +77,7 @@ where
     let counter = match class {
         Class::Ingest => &ctx.metrics.requests_ingest,
         Class::Api => &ctx.metrics.requests_api,
-        Class::Public | Class::Ops => &ctx.metrics.requests_other,
+        Class::Public | Class::Ops | Class::Dashboard => &ctx.metrics.requests_other,
     };
     counter.fetch_add(1, Ordering::Relaxed);
 
@@ -83,6 +88,7 @@ where
             if let Some(p) = principal {
                 req.extensions_mut().insert(p);
             }
+            req.extensions_mut().insert(ClientAddr(ip));
             // HEAD is answered wherever GET is; hyper leaves the body out.
             if req.method() == Method::HEAD {
                 *req.method_mut() = Method::GET;
@@ -133,6 +139,14 @@ async fn admit(ctx: &Ctx, class: Class, method: &Method, headers: &HeaderMap, ip
     let limiter = &ctx.limiter;
     match class {
         Class::Ops => Admission::Pass(None, None),
+        Class::Dashboard => {
+            let bucket = match session_cookie(headers) {
+                Some(token) => Bucket::Session(hash_secret(token)),
+                None => Bucket::Public(ip),
+            };
+            let d = limiter.check(bucket, limits.1, now);
+            refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
+        }
         Class::Public => {
             let d = limiter.check(Bucket::Public(ip), limits.1, now);
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
@@ -181,6 +195,18 @@ async fn admit(ctx: &Ctx, class: Class, method: &Method, headers: &HeaderMap, ip
             }
         }
     }
+}
+
+/// The dashboard's session token, if the request carries one.
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, v)| *k == crate::dashboard::SESSION_COOKIE && !v.is_empty())
+        .map(|(_, v)| v)
 }
 
 /// Failed authentication is limited per address, so keys cannot be guessed at speed.
@@ -247,6 +273,9 @@ mod tests {
         assert_eq!(classify("/v1/openapi.json"), Class::Public);
         assert_eq!(classify("/healthz"), Class::Ops);
         assert_eq!(classify("/"), Class::Public);
+        assert_eq!(classify("/dashboard/"), Class::Dashboard);
+        assert_eq!(classify("/dashboard/sites/x"), Class::Dashboard);
+        assert_eq!(classify("/dashboardx"), Class::Public);
     }
 
     #[test]

@@ -4,6 +4,7 @@ mod api;
 mod auth;
 mod cli;
 mod config;
+mod dashboard;
 mod demo;
 mod directory;
 mod error;

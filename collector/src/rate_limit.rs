@@ -25,6 +25,8 @@ pub enum Bucket {
     FailedAuth(IpAddr),
     /// Unauthenticated, non-ingestion paths per address.
     Public(IpAddr),
+    /// The dashboard per session (the SHA-256 of its cookie's token).
+    Session([u8; 32]),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

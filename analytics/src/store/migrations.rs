@@ -5,7 +5,7 @@ use rusqlite::Connection;
 
 use crate::{Error, Result};
 
-const MIGRATIONS: &[&str] = &[include_str!("sql/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("sql/0001_init.sql"), include_str!("sql/0002_dashboard_sessions.sql")];
 
 /// The schema version this code writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

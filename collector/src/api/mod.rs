@@ -4,7 +4,7 @@
 //! Handlers return `Result<Response, ApiError>` as a value (`Filter::then`);
 //! they never reject, so warp never tries another route after a handler ran.
 
-mod analytics;
+pub(crate) mod analytics;
 mod events;
 mod keys;
 mod ops;
@@ -27,6 +27,7 @@ use crate::error::ApiError;
 use crate::state::Ctx;
 
 pub use sites::normalize_domain;
+pub(crate) use sites::{parse_domain, parse_name, parse_timezone, parse_wall};
 
 /// Body limits: ingestion of one event, a batch, and every other JSON body.
 pub const TRACK_BODY_LIMIT: usize = 16 * 1024;
@@ -36,6 +37,7 @@ pub const JSON_BODY_LIMIT: usize = 64 * 1024;
 /// Every route of the server.
 pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
     use warp::{delete, get, patch, path, post};
+    let dashboard_routes = crate::dashboard::routes(ctx.clone());
     let c = move || with_ctx(ctx.clone());
 
     let site_routes = path!("v1" / "sites")
@@ -139,6 +141,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .or(ops_routes)
         .unify()
+        .or(dashboard_routes)
+        .unify()
         .map(|r: Result<Response, ApiError>| r.unwrap_or_else(ApiError::into_response))
         .recover(recover)
         .unify()
@@ -158,7 +162,7 @@ fn principal() -> impl Filter<Extract = (Result<Principal, ApiError>,), Error = 
 
 /// The request body, refused with 413 past `limit` bytes (checked against
 /// Content-Length first, then while reading a chunked body).
-fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiError>,), Error = Rejection> + Clone {
+pub(crate) fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiError>,), Error = Rejection> + Clone {
     warp::header::optional::<String>("content-length")
         .or(warp::any().map(|| None))
         .unify()
@@ -202,7 +206,7 @@ where
 }
 
 /// The raw query string's pairs, in order (a parameter may repeat).
-fn query() -> impl Filter<Extract = (Query,), Error = Infallible> + Clone {
+pub(crate) fn query() -> impl Filter<Extract = (Query,), Error = Infallible> + Clone {
     warp::query::raw()
         .or(warp::any().map(String::new))
         .unify()

@@ -145,7 +145,7 @@ fn string_field<'a>(v: Option<&'a Value>, field: &str) -> Result<Option<&'a str>
     }
 }
 
-fn parse_name(v: Option<&Value>) -> Result<Option<String>, ApiError> {
+pub(crate) fn parse_name(v: Option<&Value>) -> Result<Option<String>, ApiError> {
     match string_field(v, "name")? {
         None => Ok(None),
         Some("") => Err(ApiError::required("name")),
@@ -173,7 +173,7 @@ pub fn normalize_domain(raw: &str) -> Option<String> {
     (multi_label && d.len() <= 253 && d.split('.').all(label_ok)).then_some(d)
 }
 
-fn parse_domain(v: Option<&Value>) -> Result<Option<String>, ApiError> {
+pub(crate) fn parse_domain(v: Option<&Value>) -> Result<Option<String>, ApiError> {
     match string_field(v, "domain")? {
         None => Ok(None),
         Some("") => Err(ApiError::required("domain")),
@@ -183,7 +183,7 @@ fn parse_domain(v: Option<&Value>) -> Result<Option<String>, ApiError> {
     }
 }
 
-fn parse_timezone(v: Option<&Value>) -> Result<Option<Tz>, ApiError> {
+pub(crate) fn parse_timezone(v: Option<&Value>) -> Result<Option<Tz>, ApiError> {
     string_field(v, "timezone")?
         .map(|s| {
             s.parse::<Tz>()
@@ -214,7 +214,7 @@ fn parse_revenue(v: Option<&Value>) -> Result<Option<Option<f64>>, ApiError> {
 
 /// The wall configuration: an object whose `variants` (when given) are 1 to 10
 /// objects with a unique `name` and a `weight` of zero or more.
-fn parse_wall(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
+pub(crate) fn parse_wall(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
     let Some(v) = v else { return Ok(None) };
     let obj: &Map<String, Value> = v.as_object().ok_or_else(|| ApiError::invalid("wall", "invalid", "wall must be an object"))?;
     if let Some(variants) = obj.get("variants") {

@@ -8,6 +8,7 @@ mod auth;
 mod cli;
 mod counting;
 mod crash;
+mod dashboard;
 mod errors;
 mod events;
 mod keys;

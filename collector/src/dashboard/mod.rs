@@ -1,0 +1,281 @@
+//! The web dashboard under `/dashboard/`: server-rendered HTML pages
+//! (minijinja templates compiled into the binary), a session cookie instead of
+//! an API key, a CSRF token on every form, and the Admin/Reader roles checked
+//! here, on the server, for every change.
+//!
+//! Pages read through the same `analytics` functions as the API, so the
+//! numbers always agree. Errors are the API's `ApiError` values, rendered as
+//! an HTML page instead of a JSON body; a missing session sends the browser to
+//! the login page.
+
+mod chart;
+mod keys;
+mod login;
+mod sites;
+mod templates;
+mod wall;
+
+use std::convert::Infallible;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use analytics::accounts::Role;
+use analytics::web_sessions::{self, WebSession};
+use bytes::Bytes;
+use chrono::Utc;
+use http::{HeaderValue, StatusCode};
+use minijinja::Value;
+use serde::Serialize;
+use warp::filters::BoxedFilter;
+use warp::path::FullPath;
+use warp::reply::Response;
+use warp::{Filter, Reply};
+
+use crate::error::ApiError;
+use crate::state::Ctx;
+
+pub use login::LoginThrottle;
+
+/// The cookie that carries the session token.
+pub const SESSION_COOKIE: &str = "postern_session";
+/// Form bodies are small; anything bigger is refused with 413.
+const FORM_LIMIT: usize = 64 * 1024;
+
+/// The client address the gateway worked out (socket peer or trusted proxy header).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub IpAddr);
+
+/// The signed-in user of a request.
+#[derive(Debug, Clone)]
+pub struct Viewer {
+    session: WebSession,
+}
+
+impl Viewer {
+    fn account_id(&self) -> i64 {
+        self.session.user.account_id
+    }
+
+    fn is_admin(&self) -> bool {
+        self.session.user.role == Role::Admin
+    }
+
+    /// Every change needs an Admin; a Reader is refused with 403.
+    fn require_admin(&self) -> Result<(), ApiError> {
+        if self.is_admin() {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(None, "admin_only", "only an Admin can change this; your role is Reader"))
+        }
+    }
+
+    /// A form must carry this session's CSRF token.
+    fn check_csrf(&self, form: &Form) -> Result<(), ApiError> {
+        if form.get("csrf").is_some_and(|t| same(t, &self.session.csrf_token)) {
+            Ok(())
+        } else {
+            Err(csrf_refused())
+        }
+    }
+
+    /// What every page's layout needs to know about the viewer.
+    fn context(&self) -> Value {
+        minijinja::context! {
+            email => self.session.user.email,
+            account => self.session.user.account_name,
+            role => self.session.user.role.as_str(),
+            is_admin => self.is_admin(),
+            csrf => self.session.csrf_token,
+        }
+    }
+}
+
+fn csrf_refused() -> ApiError {
+    ApiError::forbidden(Some("csrf"), "csrf", "the form's security token is missing or stale; reload the page and try again")
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A URL-encoded form body.
+#[derive(Debug, Default)]
+pub struct Form(Vec<(String, String)>);
+
+impl Form {
+    fn parse(body: &[u8]) -> Form {
+        Form(url::form_urlencoded::parse(body).into_owned().collect())
+    }
+
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0.iter().filter(move |(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// A text field, trimmed; empty counts as absent.
+    fn text(&self, name: &str) -> Option<&str> {
+        self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
+}
+
+/// Every dashboard route, plus `/` sending people to the dashboard.
+pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
+    use warp::{get, path, post};
+    let throttle = Arc::new(LoginThrottle::default());
+    let c = move || {
+        let ctx = ctx.clone();
+        warp::any().map(move || ctx.clone())
+    };
+    let t = move || {
+        let throttle = throttle.clone();
+        warp::any().map(move || throttle.clone())
+    };
+    let v = {
+        let c = c.clone();
+        move || c().and(warp::cookie::optional::<String>(SESSION_COOKIE)).then(viewer)
+    };
+
+    let auth = path!("dashboard" / "login")
+        .and(get())
+        .and(c())
+        .and(warp::cookie::optional::<String>(SESSION_COOKIE))
+        .and(warp::header::headers_cloned())
+        .and(query())
+        .then(login::login_page)
+        .or(path!("dashboard" / "login")
+            .and(post())
+            .and(c())
+            .and(t())
+            .and(client_addr())
+            .and(warp::header::headers_cloned())
+            .and(form())
+            .then(login::login_submit))
+        .unify()
+        .or(path!("dashboard" / "logout").and(post()).and(c()).and(v()).and(warp::header::headers_cloned()).and(form()).then(login::logout))
+        .unify()
+        .boxed();
+
+    let site_pages = path!("dashboard")
+        .and(get())
+        .and(c())
+        .and(v())
+        .then(sites::sites_page)
+        .or(path!("dashboard" / "sites").and(post()).and(c()).and(v()).and(form()).then(sites::sites_create))
+        .unify()
+        .or(path!("dashboard" / "sites" / String).and(get()).and(c()).and(v()).and(query()).then(sites::site_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "wall").and(get()).and(c()).and(v()).and(query()).then(wall::wall_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "wall").and(post()).and(c()).and(v()).and(form()).then(wall::wall_save))
+        .unify()
+        .boxed();
+
+    let key_pages = path!("dashboard" / "settings" / "api")
+        .and(get())
+        .and(c())
+        .and(v())
+        .then(keys::keys_page)
+        .or(path!("dashboard" / "settings" / "api" / "keys").and(post()).and(c()).and(v()).and(form()).then(keys::keys_create))
+        .unify()
+        .or(path!("dashboard" / "settings" / "api" / "keys" / String / "revoke")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(form())
+            .then(keys::keys_revoke))
+        .unify()
+        .boxed();
+
+    let assets = path!("dashboard" / "assets" / String).and(get()).map(templates::asset);
+    let unknown = warp::path("dashboard").and(warp::any()).map(|| Err(ApiError::not_found("path", "there is no such page")));
+
+    let pages = auth.or(site_pages).unify().or(key_pages).unify().or(assets).unify().or(unknown).unify();
+    let home = path::end().and(get()).map(|| Ok(redirect("/dashboard/")));
+
+    warp::path::full()
+        .and(pages)
+        .map(|full: FullPath, r: Result<Response, ApiError>| Ok(r.unwrap_or_else(|e| error_page(e, full.as_str()))))
+        .or(home)
+        .unify()
+        .boxed()
+}
+
+fn client_addr() -> impl Filter<Extract = (Option<IpAddr>,), Error = Infallible> + Clone {
+    warp::ext::optional::<ClientAddr>().map(|a: Option<ClientAddr>| a.map(|a| a.0))
+}
+
+/// The form body, or 413 past the limit.
+fn form() -> impl Filter<Extract = (Result<Form, ApiError>,), Error = warp::Rejection> + Clone {
+    crate::api::body(FORM_LIMIT).map(|b: Result<Bytes, ApiError>| b.map(|b| Form::parse(&b)))
+}
+
+fn query() -> impl Filter<Extract = (crate::api::Query,), Error = Infallible> + Clone {
+    crate::api::query()
+}
+
+/// The session behind the cookie; without one the request is unauthenticated
+/// and its page sends the browser to the login form.
+async fn viewer(ctx: Ctx, token: Option<String>) -> Result<Viewer, ApiError> {
+    let sign_in = || ApiError::unauthenticated("required", "please sign in");
+    let token = token.filter(|t| !t.is_empty() && t.len() <= 128).ok_or_else(sign_in)?;
+    let session = ctx.read(move |c| web_sessions::find(c, &token, Utc::now())).await?.ok_or_else(sign_in)?;
+    Ok(Viewer { session })
+}
+
+/// Renders a page with the layout's viewer block filled in.
+fn page(status: StatusCode, template: &str, viewer: Option<&Viewer>, ctx: Value) -> Result<Response, ApiError> {
+    let viewer = viewer.map(Viewer::context).unwrap_or(Value::UNDEFINED);
+    let body = templates::render(template, minijinja::context! { viewer => viewer, ..ctx })?;
+    Ok(html(status, body))
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    let mut res = warp::reply::with_status(warp::reply::html(body), status).into_response();
+    let h = res.headers_mut();
+    // Pages show account data and one-time secrets: never cache them.
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    h.insert(
+        "content-security-policy",
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'self'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    res
+}
+
+/// 303 See Other: after a form, the browser follows with a GET.
+fn redirect(location: &str) -> Response {
+    let mut res = warp::reply::with_status(warp::reply(), StatusCode::SEE_OTHER).into_response();
+    if let Ok(v) = HeaderValue::from_str(location) {
+        res.headers_mut().insert(http::header::LOCATION, v);
+    }
+    res
+}
+
+/// An error as a page: a missing session goes to the login form (coming back
+/// here afterwards, for pages that can be reloaded), anything else is shown.
+fn error_page(e: ApiError, path: &str) -> Response {
+    if e.status == StatusCode::UNAUTHORIZED && e.field.as_deref() == Some("Authorization") {
+        let next: String = url::form_urlencoded::byte_serialize(path.as_bytes()).collect();
+        return redirect(&format!("/dashboard/login?next={next}"));
+    }
+    let retry_after = e.retry_after;
+    let ctx = minijinja::context! { status => e.status.as_u16(), title => e.status.canonical_reason(), message => e.message };
+    let mut res = page(e.status, "error.html", None, ctx)
+        .unwrap_or_else(|_| warp::reply::with_status(e.message.clone(), e.status).into_response());
+    if let Some(secs) = retry_after {
+        res.headers_mut().insert(http::header::RETRY_AFTER, secs.into());
+    }
+    res
+}
+
+/// A value for a template from anything serializable.
+fn value<T: Serialize>(v: &T) -> Value {
+    Value::from_serialize(v)
+}

@@ -1,0 +1,76 @@
+//! The page templates and static files, compiled into the binary so the
+//! dashboard needs no build step and no files next to the executable.
+
+use std::sync::OnceLock;
+
+use http::{HeaderValue, StatusCode};
+use minijinja::{Environment, Value};
+use warp::reply::Response;
+use warp::Reply;
+
+use crate::error::ApiError;
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("layout.html", include_str!("templates/layout.html")),
+    ("error.html", include_str!("templates/error.html")),
+    ("login.html", include_str!("templates/login.html")),
+    ("sites.html", include_str!("templates/sites.html")),
+    ("site.html", include_str!("templates/site.html")),
+    ("keys.html", include_str!("templates/keys.html")),
+    ("wall.html", include_str!("templates/wall.html")),
+];
+
+/// Static files: (name, content type, body).
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("app.css", "text/css; charset=utf-8", include_str!("assets/app.css")),
+    ("app.js", "text/javascript; charset=utf-8", include_str!("assets/app.js")),
+];
+
+fn env() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        for (name, source) in TEMPLATES {
+            // The templates are part of the binary; a broken one fails the unit test below.
+            if let Err(e) = env.add_template(name, source) {
+                tracing::error!(template = name, error = %e, "dashboard template does not compile");
+            }
+        }
+        env
+    })
+}
+
+pub fn render(name: &str, ctx: Value) -> Result<String, ApiError> {
+    env()
+        .get_template(name)
+        .and_then(|t| t.render(ctx))
+        .map_err(|e| ApiError::internal(format!("rendering {name}: {e:#}")))
+}
+
+/// GET /dashboard/assets/:name
+pub fn asset(name: String) -> Result<Response, ApiError> {
+    let (_, content_type, body) = ASSETS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .ok_or_else(|| ApiError::not_found("path", "there is no such file"))?;
+    let mut res = warp::reply::with_status(*body, StatusCode::OK).into_response();
+    let h = res.headers_mut();
+    h.insert("content-type", HeaderValue::from_static(content_type));
+    // Short enough that an upgrade shows up soon, long enough to spare the rate limit.
+    h.insert("cache-control", HeaderValue::from_static("private, max-age=3600"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_compiles() {
+        let mut env = Environment::new();
+        for (name, source) in TEMPLATES {
+            env.add_template(name, source).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+    }
+}
