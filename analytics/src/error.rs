@@ -13,6 +13,10 @@ pub enum Error {
     Conflict(String),
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    #[error("writing the output failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("document rendering failed: {0}")]
+    Render(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

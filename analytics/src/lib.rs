@@ -7,6 +7,7 @@
 pub mod ab;
 pub mod accounts;
 mod error;
+pub mod export;
 pub mod model;
 pub mod period;
 pub mod query;

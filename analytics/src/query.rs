@@ -24,7 +24,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    fn add(&mut self, o: &Counters) {
+    pub fn add(&mut self, o: &Counters) {
         self.sessions += o.sessions;
         self.adblock += o.adblock;
         self.walls += o.walls;
@@ -221,6 +221,12 @@ pub fn ab_testing(conn: &Connection, site: &Site, hours: Option<(i64, i64)>) -> 
     let seen: HashMap<String, (u64, u64)> = stmt
         .query_map(params![site.seq, from, to], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
         .collect::<rusqlite::Result<_>>()?;
+    Ok(variant_results(site, &seen))
+}
+
+/// A/B results from (impressions, conversions) per variant name: the site's
+/// configured variants first, then any other variant seen in the data.
+pub fn variant_results(site: &Site, seen: &HashMap<String, (u64, u64)>) -> Vec<VariantResult> {
     let mut names = site.variant_names();
     let mut extra: Vec<&String> = seen.keys().filter(|n| !names.contains(n)).collect();
     extra.sort();
@@ -232,7 +238,7 @@ pub fn ab_testing(conn: &Connection, site: &Site, hours: Option<(i64, i64)>) -> 
             VariantCounts { name, impressions, conversions }
         })
         .collect();
-    Ok(ab::evaluate(&counts))
+    ab::evaluate(&counts)
 }
 
 /// A page of a site's raw events, newest first, and how many match in all.
@@ -253,24 +259,28 @@ pub fn events(
          ORDER BY seq DESC LIMIT ?3 OFFSET ?4",
     )?;
     let events = stmt
-        .query_map(params![site.seq, code, limit, offset], |r| {
-            let id: String = r.get(0)?;
-            let metadata: Option<String> = r.get(5)?;
-            Ok(StoredEvent {
-                id: Uuid::parse_str(&id).unwrap_or_default(),
-                event_id: r.get(1)?,
-                session_id: r.get(2)?,
-                site_id: site.id,
-                event_type: EventType::from_code(r.get(3)?).map_or("unknown", EventType::as_str),
-                page_url: r.get(4)?,
-                metadata: metadata
-                    .and_then(|m| serde_json::from_str(&m).ok())
-                    .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
-                country: r.get(6)?,
-                timestamp: iso(from_ms(r.get(7)?)),
-                received_at: iso(from_ms(r.get(8)?)),
-            })
-        })?
+        .query_map(params![site.seq, code, limit, offset], |r| stored_event(site, r))?
         .collect::<rusqlite::Result<_>>()?;
     Ok((events, total))
+}
+
+/// One row of `events`, selected as `id, client_event_id, session_id,
+/// event_type, page_url, metadata, country, occurred_at, received_at`.
+pub(crate) fn stored_event(site: &Site, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
+    let id: String = r.get(0)?;
+    let metadata: Option<String> = r.get(5)?;
+    Ok(StoredEvent {
+        id: Uuid::parse_str(&id).unwrap_or_default(),
+        event_id: r.get(1)?,
+        session_id: r.get(2)?,
+        site_id: site.id,
+        event_type: EventType::from_code(r.get(3)?).map_or("unknown", EventType::as_str),
+        page_url: r.get(4)?,
+        metadata: metadata
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or_else(|| serde_json::Value::Object(Default::default())),
+        country: r.get(6)?,
+        timestamp: iso(from_ms(r.get(7)?)),
+        received_at: iso(from_ms(r.get(8)?)),
+    })
 }

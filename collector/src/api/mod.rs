@@ -6,6 +6,7 @@
 
 pub(crate) mod analytics;
 mod events;
+mod export;
 mod keys;
 mod ops;
 mod sdk;
@@ -82,6 +83,14 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .boxed();
 
+    let export_routes = path!("v1" / "sites" / String / "export")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .and(query())
+        .then(export::export_get)
+        .boxed();
+
     let event_routes = path!("v1" / "events" / "track")
         .or(path!("v1" / "e"))
         .unify()
@@ -134,6 +143,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
 
     site_routes
         .or(analytics_routes)
+        .unify()
+        .or(export_routes)
         .unify()
         .or(event_routes)
         .unify()
@@ -219,6 +230,11 @@ pub struct Query(Vec<(String, String)>);
 impl Query {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a parameter that may repeat, in order.
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> {
+        self.0.iter().filter(move |(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     /// An integer parameter within `min..=max`, or `None` when absent.

@@ -11,6 +11,7 @@ mod crash;
 mod dashboard;
 mod errors;
 mod events;
+mod exports;
 mod keys;
 mod openapi;
 mod ops;

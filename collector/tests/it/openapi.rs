@@ -13,6 +13,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/sites"),
     ("post", "/v1/sites"),
     ("get", "/v1/sites/{id}"),
+    ("get", "/v1/sites/{id}/export"),
     ("patch", "/v1/sites/{id}"),
     ("delete", "/v1/sites/{id}"),
     ("get", "/v1/analytics/sites/{id}/dashboard"),

@@ -1,0 +1,73 @@
+//! Exports of a site's analytics for a period: CSV for spreadsheets, JSON for
+//! integrations, a PDF for presentation and a ZIP with the complete history.
+//!
+//! Everything is read from `rollup_hourly` (the one rollup with country), so
+//! the totals are the dashboard's for the same period and device. Writers
+//! take any `io::Write` and produce their rows as the query yields them: the
+//! CSV and the ZIP never hold a period's rows in memory.
+
+pub mod csv;
+pub mod json;
+mod overview;
+pub mod pdf;
+mod summary;
+pub mod zip;
+
+use crate::model::{Device, Site};
+use crate::period::Period;
+
+pub use overview::render_pdf;
+pub use summary::Summary;
+
+/// What an export covers: a period of local days, and optionally one device
+/// and a set of countries (ISO 3166 alpha-2, upper case).
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub period: Period,
+    pub device: Option<Device>,
+    pub countries: Vec<String>,
+}
+
+impl Selection {
+    /// The countries as a JSON array for `json_each`, `None` for all countries.
+    fn countries_param(&self) -> Option<String> {
+        (!self.countries.is_empty()).then(|| serde_json::Value::from(self.countries.clone()).to_string())
+    }
+
+    /// A file name that says what the file holds, e.g.
+    /// `postern-news.example.com-2026-10-22-to-2026-11-20-mobile-FR-DE.csv`.
+    pub fn file_name(&self, site: &Site, extension: &str) -> String {
+        let mut name = format!("postern-{}-{}-to-{}", file_safe(&site.domain), self.period.start, self.period.end);
+        if let Some(d) = self.device {
+            name.push('-');
+            name.push_str(d.as_str());
+        }
+        for c in &self.countries {
+            name.push('-');
+            name.push_str(&file_safe(c));
+        }
+        format!("{name}.{extension}")
+    }
+
+    /// A human description of the filters, or `None` when there are none.
+    pub fn describe_filters(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if let Some(d) = self.device {
+            parts.push(format!("device {}", d.as_str()));
+        }
+        if !self.countries.is_empty() {
+            parts.push(format!("countries {}", self.countries.join(", ")));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
+/// Keeps only characters every file system and `Content-Disposition` accept.
+fn file_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect()
+}
+
+/// The rollup filter shared by every export query: site, UTC hours, device
+/// and countries as parameters ?1 to ?5.
+const ROLLUP_FILTER: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
+     AND (?5 IS NULL OR country IN (SELECT value FROM json_each(?5)))";

@@ -1,0 +1,137 @@
+//! The complete-history ZIP of a period: the CSV, the JSON, the raw events as
+//! JSON Lines (those still within raw retention) and a `manifest.json` listing
+//! every file with its row count.
+//!
+//! The archive is written as a stream (data descriptors, no seeking back), so
+//! it can go straight to an HTTP body; the manifest comes last because only
+//! then are the row counts known.
+
+use std::io::Write;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection};
+use serde::Serialize;
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, ZipWriter};
+
+use super::{csv, json, Selection, Summary};
+use crate::model::{iso, Device, Site};
+use crate::query::stored_event;
+use crate::Result;
+
+/// What the archive describes besides the selection.
+#[derive(Debug, Clone, Copy)]
+pub struct Archive<'a> {
+    pub site: &'a Site,
+    pub selection: &'a Selection,
+    pub generated_at: DateTime<Utc>,
+    /// How long raw events are kept: older days of the period have none.
+    pub raw_retention_days: u32,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Manifest {
+    pub site: ManifestSite,
+    pub period: crate::query::PeriodDates,
+    pub filters: ManifestFilters,
+    pub generated_at: String,
+    pub raw_retention_days: u32,
+    pub files: Vec<ManifestFile>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ManifestSite {
+    pub id: String,
+    pub name: String,
+    pub domain: String,
+    pub timezone: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ManifestFilters {
+    pub device: Option<&'static str>,
+    pub countries: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ManifestFile {
+    pub name: String,
+    /// Data rows: CSV rows after the header, JSON `daily` entries, JSON Lines lines.
+    pub rows: u64,
+    pub description: String,
+}
+
+/// Writes the archive to `out` and returns its manifest.
+pub fn write(conn: &Connection, a: &Archive<'_>, out: impl Write) -> Result<Manifest> {
+    let (site, sel) = (a.site, a.selection);
+    let mut zip = ZipWriter::new_stream(out);
+    let options = SimpleFileOptions::default().compression_method(CompressionMethod::Deflated).large_file(true);
+    let mut files = Vec::new();
+
+    zip.start_file("metrics.csv", options).map_err(std::io::Error::from)?;
+    let rows = csv::write(conn, site, sel, &mut zip)?;
+    files.push(file("metrics.csv", rows, "one row per date, device and country with data (the CSV export)"));
+
+    let export = json::build(sel, &Summary::load(conn, site, sel)?);
+    zip.start_file("metrics.json", options).map_err(std::io::Error::from)?;
+    serde_json::to_writer_pretty(&mut zip, &export).map_err(std::io::Error::from)?;
+    files.push(file("metrics.json", export.daily.len() as u64, "period totals and every day (the JSON export)"));
+
+    zip.start_file("events.jsonl", options).map_err(std::io::Error::from)?;
+    let rows = write_events(conn, site, sel, &mut zip)?;
+    files.push(file(
+        "events.jsonl",
+        rows,
+        &format!("raw events, one JSON object per line, oldest first; kept {} days", a.raw_retention_days),
+    ));
+
+    let manifest = Manifest {
+        site: ManifestSite {
+            id: site.id.to_string(),
+            name: site.name.clone(),
+            domain: site.domain.clone(),
+            timezone: site.timezone.name().to_owned(),
+        },
+        period: (&sel.period).into(),
+        filters: ManifestFilters { device: sel.device.map(Device::as_str), countries: sel.countries.clone() },
+        generated_at: iso(a.generated_at),
+        raw_retention_days: a.raw_retention_days,
+        files,
+    };
+    zip.start_file("manifest.json", options).map_err(std::io::Error::from)?;
+    serde_json::to_writer_pretty(&mut zip, &manifest).map_err(std::io::Error::from)?;
+    zip.finish().map_err(std::io::Error::from)?.flush()?;
+    Ok(manifest)
+}
+
+fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
+    ManifestFile { name: name.to_owned(), rows, description: description.to_owned() }
+}
+
+/// The raw events of the period's hours whose session matches the filters,
+/// one JSON object per line (the shape `GET /v1/events/sites/:id` returns).
+fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl Write) -> Result<u64> {
+    let (from, to) = sel.period.hour_range();
+    let mut stmt = conn.prepare_cached(
+        "SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
+         FROM events e LEFT JOIN sessions s ON s.site = e.site AND s.session_id = e.session_id
+         WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
+           AND (?4 IS NULL OR s.device = ?4)
+           AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))
+         ORDER BY e.occurred_at, e.seq",
+    )?;
+    let mut rows = stmt.query(params![
+        site.seq,
+        from * 3_600_000,
+        to * 3_600_000,
+        sel.device.map(Device::code),
+        sel.countries_param()
+    ])?;
+    let mut written = 0;
+    while let Some(r) = rows.next()? {
+        serde_json::to_writer(&mut out, &stored_event(site, r)?).map_err(std::io::Error::from)?;
+        out.write_all(b"\n")?;
+        written += 1;
+    }
+    Ok(written)
+}
