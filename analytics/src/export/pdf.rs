@@ -440,7 +440,7 @@ impl Layout<'_> {
             let top = *l.y;
             let mut x = MARGIN;
             for ((title, align), w) in table.columns.iter().zip(&widths) {
-                l.cell(x, top + 12.5, *w, title, *align, true, MUTED, SIZE - 0.5);
+                l.cell(x, top + 12.5, *w, (title, *align), (SIZE - 0.5, true, MUTED));
                 x += w;
             }
             l.push(Op::rect(MARGIN, top + ROW - 1.0, CONTENT_W, 1.0, INK));
@@ -459,7 +459,7 @@ impl Layout<'_> {
             }
             let mut x = MARGIN;
             for ((cell, (_, align)), w) in row.iter().zip(&table.columns).zip(&widths) {
-                self.cell(x, top + 12.5, *w, cell, *align, false, INK, SIZE);
+                self.cell(x, top + 12.5, *w, (cell, *align), (SIZE, false, INK));
                 x += w;
             }
             *self.y += ROW;
@@ -468,8 +468,8 @@ impl Layout<'_> {
         *self.y += GAP;
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn cell(&mut self, x: f32, baseline: f32, w: f32, text: &str, align: Align, bold: bool, color: Rgb, size: f32) {
+    /// One table cell's text, with a style of (size, bold, colour).
+    fn cell(&mut self, x: f32, baseline: f32, w: f32, (text, align): (&str, Align), (size, bold, color): (f32, bool, Rgb)) {
         let text = truncate(self.fonts, text, size, bold, w - 12.0);
         let x = match align {
             Align::Left => x + 4.0,

@@ -33,8 +33,8 @@ fn spawn_app() -> TestApp {
     TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0", "--country-header", "X-Country"])
 }
 
-/// Tracks `types` for one session at `when`, from `country` (None: unknown).
-fn session(app: &TestApp, site: &str, id: &str, when: DateTime<Utc>, device: &str, country: Option<&str>, variant: &str, types: &[&str]) {
+/// Tracks `types` for one session at `when`, from a device and a country (None: unknown).
+fn session(app: &TestApp, site: &str, id: &str, when: DateTime<Utc>, (device, country): (&str, Option<&str>), variant: &str, types: &[&str]) {
     for t in types {
         let mut meta = json!({"device_type": device});
         if *t == "wall_displayed" || t.starts_with("conversion") {
@@ -64,17 +64,17 @@ fn known() -> Known {
     let t = today();
     let days = [t - Days::new(5), t - Days::new(4), t - Days::new(2)];
     let full = ["pageview", "adblock_detected", "wall_displayed", "conversion_allowlist"];
-    session(&app, &site, "session-one", at_local(days[0], 12, 0), "desktop", Some("FR"), "control", &full);
-    session(&app, &site, "session-two", at_local(days[0], 12, 0), "desktop", Some("FR"), "control", &full[..3]);
-    session(&app, &site, "session-three", at_local(days[0], 12, 0), "mobile", Some("DE"), "", &["pageview"]);
-    session(&app, &site, "session-four", at_local(days[1], 0, 30), "mobile", Some("DE"), "emotional", &[
+    session(&app, &site, "session-one", at_local(days[0], 12, 0), ("desktop", Some("FR")), "control", &full);
+    session(&app, &site, "session-two", at_local(days[0], 12, 0), ("desktop", Some("FR")), "control", &full[..3]);
+    session(&app, &site, "session-three", at_local(days[0], 12, 0), ("mobile", Some("DE")), "", &["pageview"]);
+    session(&app, &site, "session-four", at_local(days[1], 0, 30), ("mobile", Some("DE")), "emotional", &[
         "adblock_detected",
         "wall_displayed",
         "conversion_subscribe",
     ]);
-    session(&app, &site, "session-five", at_local(days[1], 12, 0), "tablet", Some("US"), "", &["pageview", "adblock_detected"]);
-    session(&app, &site, "session-six", at_local(days[2], 12, 0), "desktop", None, "emotional", &["adblock_detected", "wall_displayed"]);
-    session(&app, &site, "session-seven", at_local(days[2], 12, 0), "desktop", Some("FR"), "control", &full[1..]);
+    session(&app, &site, "session-five", at_local(days[1], 12, 0), ("tablet", Some("US")), "", &["pageview", "adblock_detected"]);
+    session(&app, &site, "session-six", at_local(days[2], 12, 0), ("desktop", None), "emotional", &["adblock_detected", "wall_displayed"]);
+    session(&app, &site, "session-seven", at_local(days[2], 12, 0), ("desktop", Some("FR")), "control", &full[1..]);
     Known { app, site, days }
 }
 
