@@ -10,6 +10,8 @@ mod error;
 pub mod export;
 pub mod model;
 pub mod period;
+pub mod integrations;
+pub mod outbox;
 pub mod query;
 pub mod retention;
 pub mod sites;

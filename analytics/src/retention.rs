@@ -83,6 +83,7 @@ pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<
     )?;
     n += purge_rollups(conn, site, i64::MAX, batch)?;
     if n == 0 {
+        crate::outbox::purge_site(conn, site)?;
         conn.execute("DELETE FROM raw_event_totals WHERE site = ?1", [site])?;
         conn.execute("DELETE FROM sites WHERE seq = ?1 AND deleted_at IS NOT NULL", [site])?;
     }

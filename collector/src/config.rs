@@ -29,6 +29,42 @@ pub struct Config {
     pub raw_retention_days: u32,
     /// Hourly rollups older than this many days are deleted.
     pub rollup_retention_days: u32,
+    pub delivery: DeliveryConfig,
+}
+
+/// Where and how notifications are sent: SMTP for e-mail, and the outbox's retry policy.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// SMTP server host; without it e-mails wait in the outbox (and fail after the last retry).
+    pub smtp_host: Option<String>,
+    pub smtp_port: u16,
+    pub smtp_tls: SmtpTls,
+    pub smtp_username: Option<String>,
+    pub smtp_password: Option<Secret>,
+    pub smtp_from: String,
+    /// The first retry waits about this long; each next one twice as long (with jitter).
+    pub retry_base: std::time::Duration,
+    pub max_attempts: u32,
+}
+
+/// A value that must never reach a log: its Debug form is redacted.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmtpTls {
+    /// Plain SMTP upgraded with STARTTLS (required).
+    StartTls,
+    /// TLS from the first byte (SMTPS).
+    Tls,
+    /// No encryption: only for a relay on the same host or network.
+    None,
 }
 
 /// The serve flags. Every one also reads `POSTERN_<NAME>` from the environment.
@@ -67,6 +103,30 @@ pub struct ServeArgs {
     /// Days hourly aggregates are kept [default: 730]
     #[arg(long, env = "POSTERN_ROLLUP_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
     pub rollup_retention_days: Option<u32>,
+    /// SMTP server for e-mailed reports and alerts
+    #[arg(long, env = "POSTERN_SMTP_HOST")]
+    pub smtp_host: Option<String>,
+    /// SMTP port [default: 587, 465 with smtp_tls=tls]
+    #[arg(long, env = "POSTERN_SMTP_PORT")]
+    pub smtp_port: Option<u16>,
+    /// starttls, tls or none [default: starttls]
+    #[arg(long, env = "POSTERN_SMTP_TLS", value_parser = ["starttls", "tls", "none"])]
+    pub smtp_tls: Option<String>,
+    /// SMTP user name (with smtp_password)
+    #[arg(long, env = "POSTERN_SMTP_USERNAME")]
+    pub smtp_username: Option<String>,
+    /// SMTP password; prefer the environment variable or the file to the flag
+    #[arg(long, env = "POSTERN_SMTP_PASSWORD", hide_env_values = true)]
+    pub smtp_password: Option<String>,
+    /// Sender of e-mails [default: Postern <postern@localhost>]
+    #[arg(long, env = "POSTERN_SMTP_FROM")]
+    pub smtp_from: Option<String>,
+    /// Milliseconds before the first retry of a failed delivery; each next retry waits twice as long [default: 660000]
+    #[arg(long, env = "POSTERN_DELIVERY_RETRY_BASE_MS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub delivery_retry_base_ms: Option<u64>,
+    /// Attempts per delivery before it is marked failed [default: 8]
+    #[arg(long, env = "POSTERN_DELIVERY_MAX_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub delivery_max_attempts: Option<u32>,
     /// TOML file with any of the settings above (snake_case keys)
     #[arg(long, env = "POSTERN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -86,6 +146,14 @@ struct FileConfig {
     demo: Option<bool>,
     raw_retention_days: Option<u32>,
     rollup_retention_days: Option<u32>,
+    smtp_host: Option<String>,
+    smtp_port: Option<u16>,
+    smtp_tls: Option<String>,
+    smtp_username: Option<String>,
+    smtp_password: Option<String>,
+    smtp_from: Option<String>,
+    delivery_retry_base_ms: Option<u64>,
+    delivery_max_attempts: Option<u32>,
 }
 
 impl Config {
@@ -94,6 +162,7 @@ impl Config {
             Some(path) => read_file(path)?,
             None => FileConfig::default(),
         };
+        let delivery = DeliveryConfig::from_args(args, &file)?;
         let durability = match args.durability.clone().or(file.durability).as_deref() {
             None | Some("full") => Durability::Full,
             Some("normal") => Durability::Normal,
@@ -111,6 +180,33 @@ impl Config {
             demo: args.demo || file.demo.unwrap_or(false),
             raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
+            delivery,
+        })
+    }
+}
+
+impl DeliveryConfig {
+    fn from_args(args: &ServeArgs, file: &FileConfig) -> anyhow::Result<DeliveryConfig> {
+        let smtp_tls = match args.smtp_tls.clone().or(file.smtp_tls.clone()).as_deref() {
+            None | Some("starttls") => SmtpTls::StartTls,
+            Some("tls") => SmtpTls::Tls,
+            Some("none") => SmtpTls::None,
+            Some(other) => anyhow::bail!("smtp_tls must be starttls, tls or none, not {other}"),
+        };
+        let default_port = if smtp_tls == SmtpTls::Tls { 465 } else { 587 };
+        let max_attempts = args.delivery_max_attempts.or(file.delivery_max_attempts).unwrap_or(8);
+        anyhow::ensure!((1..=20).contains(&max_attempts), "delivery_max_attempts must be between 1 and 20");
+        Ok(DeliveryConfig {
+            smtp_host: args.smtp_host.clone().or(file.smtp_host.clone()),
+            smtp_port: args.smtp_port.or(file.smtp_port).unwrap_or(default_port),
+            smtp_tls,
+            smtp_username: args.smtp_username.clone().or(file.smtp_username.clone()),
+            smtp_password: args.smtp_password.clone().or(file.smtp_password.clone()).map(Secret),
+            smtp_from: args.smtp_from.clone().or(file.smtp_from.clone()).unwrap_or_else(|| "Postern <postern@localhost>".to_owned()),
+            retry_base: std::time::Duration::from_millis(
+                args.delivery_retry_base_ms.or(file.delivery_retry_base_ms).unwrap_or(660_000).max(1),
+            ),
+            max_attempts,
         })
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod config;
 mod dashboard;
 mod demo;
+mod delivery;
 mod directory;
 mod error;
 mod gateway;

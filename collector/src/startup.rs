@@ -18,7 +18,7 @@ use crate::ingest::writer;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
-use crate::{api, demo, gateway, jobs};
+use crate::{api, delivery, demo, gateway, jobs};
 
 /// How long open connections get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -43,10 +43,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     println!("postern listening on http://{addr}");
 
     let jobs = jobs::spawn_all(&ctx);
+    let deliveries = delivery::Worker::start(&ctx.store, &ctx.config.delivery).context("starting the delivery worker")?;
     serve(listener, ctx.clone(), shutdown).await;
     for job in jobs {
         job.abort();
     }
+    // Sends in flight finish and are recorded, so nothing is sent twice after a restart.
+    deliveries.stop().await;
     tracing::info!("stopped accepting; committing queued writes");
     writer_thread.drain_and_stop().await;
     tracing::info!("shutdown complete");

@@ -5,7 +5,11 @@ use rusqlite::Connection;
 
 use crate::{Error, Result};
 
-const MIGRATIONS: &[&str] = &[include_str!("sql/0001_init.sql"), include_str!("sql/0002_dashboard_sessions.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("sql/0001_init.sql"),
+    include_str!("sql/0002_dashboard_sessions.sql"),
+    include_str!("sql/0003_delivery.sql"),
+];
 
 /// The schema version this code writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

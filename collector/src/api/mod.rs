@@ -7,6 +7,7 @@
 pub(crate) mod analytics;
 mod events;
 mod export;
+mod integrations;
 mod keys;
 mod ops;
 mod sdk;
@@ -128,6 +129,41 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .boxed();
 
+    let integration_routes = path!("v1" / "sites" / String / "integrations")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .then(integrations::integrations_list)
+        .or(path!("v1" / "sites" / String / "integrations")
+            .and(post())
+            .and(c())
+            .and(principal())
+            .and(body(JSON_BODY_LIMIT))
+            .then(integrations::integrations_create))
+        .unify()
+        .or(path!("v1" / "sites" / String / "integrations" / String)
+            .and(delete())
+            .and(c())
+            .and(principal())
+            .then(integrations::integrations_delete))
+        .unify()
+        .or(path!("v1" / "sites" / String / "integrations" / String / "test")
+            .and(post())
+            .and(c())
+            .and(principal())
+            .then(integrations::integrations_test))
+        .unify()
+        .or(path!("v1" / "sites" / String / "integrations" / String / "deliveries")
+            .and(get())
+            .and(c())
+            .and(principal())
+            .and(query())
+            .then(integrations::integrations_deliveries))
+        .unify()
+        .or(path!("v1" / "sites" / String / "deliveries").and(get()).and(c()).and(principal()).and(query()).then(integrations::deliveries_list))
+        .unify()
+        .boxed();
+
     let ops_routes = path!("healthz")
         .and(get())
         .then(ops::healthz)
@@ -149,6 +185,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .or(event_routes)
         .unify()
         .or(key_routes)
+        .unify()
+        .or(integration_routes)
         .unify()
         .or(ops_routes)
         .unify()

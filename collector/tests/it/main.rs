@@ -1,6 +1,7 @@
 //! Black-box tests of the `postern` binary: each `TestApp` starts the real
 //! process on an ephemeral port with a temporary database and talks HTTP to it.
 
+mod receivers;
 mod support;
 
 mod analytics;
@@ -9,6 +10,7 @@ mod cli;
 mod counting;
 mod crash;
 mod dashboard;
+mod delivery;
 mod errors;
 mod events;
 mod exports;

@@ -31,6 +31,12 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/metrics"),
     ("get", "/v1/openapi.json"),
     ("get", "/v1/sdk/sites/{id}/config"),
+    ("get", "/v1/sites/{id}/integrations"),
+    ("post", "/v1/sites/{id}/integrations"),
+    ("delete", "/v1/sites/{id}/integrations/{iid}"),
+    ("post", "/v1/sites/{id}/integrations/{iid}/test"),
+    ("get", "/v1/sites/{id}/integrations/{iid}/deliveries"),
+    ("get", "/v1/sites/{id}/deliveries"),
 ];
 
 /// Paths that need no key at all.

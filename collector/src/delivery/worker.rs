@@ -1,0 +1,225 @@
+//! The outbox worker: sends due rows, records each attempt with the row's new
+//! state, and schedules retries with exponential backoff and jitter.
+//!
+//! Retried: network errors, timeouts, HTTP 408, 429 and 5xx, transient SMTP
+//! replies. Not retried: any other 4xx, 3xx, permanent SMTP replies. On stop
+//! the worker finishes the sends in flight and records them before exiting,
+//! so a graceful restart neither loses nor repeats a delivery.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use analytics::integrations;
+use analytics::outbox::{self, Attempt, Channel, Outcome, Pending};
+use analytics::store::Durability;
+use analytics::write::Writer;
+use analytics::Store;
+use anyhow::Context;
+use chrono::Utc;
+use futures_util::future::join_all;
+use rand::Rng;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::email::Mailer;
+use super::webhook;
+use crate::config::DeliveryConfig;
+
+/// How often the outbox is looked at when nothing is due.
+const POLL: Duration = Duration::from_millis(250);
+/// Rows sent concurrently per round.
+const BATCH: usize = 16;
+/// One HTTP delivery may take this long, connection included.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Stored error messages are cut to this many characters.
+const ERROR_MAX: usize = 500;
+
+/// Why an attempt failed, and whether trying again may help.
+#[derive(Debug)]
+pub struct Failure {
+    status: Option<u16>,
+    retryable: bool,
+    message: String,
+}
+
+impl Failure {
+    pub fn retry(status: Option<u16>, message: impl Into<String>) -> Failure {
+        Failure { status, retryable: true, message: message.into() }
+    }
+
+    pub fn permanent(status: Option<u16>, message: impl Into<String>) -> Failure {
+        Failure { status, retryable: false, message: message.into() }
+    }
+}
+
+pub struct Worker {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl Worker {
+    pub fn start(store: &Arc<Store>, config: &DeliveryConfig) -> anyhow::Result<Worker> {
+        let writer = store.open_writer(Durability::Full).context("opening the outbox's write connection")?;
+        let sender = Sender {
+            store: store.clone(),
+            writer: Arc::new(Mutex::new(writer)),
+            mailer: Mailer::new(config)?,
+            http: reqwest::Client::builder()
+                .timeout(HTTP_TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .user_agent(concat!("Postern/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .context("building the HTTP client")?,
+            retry_base: config.retry_base,
+            max_attempts: config.max_attempts,
+        };
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(sender.run(stopped));
+        Ok(Worker { stop, task })
+    }
+
+    /// Stops taking new rows, lets the sends in flight finish and be recorded.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        if let Err(e) = self.task.await {
+            tracing::error!(error = %e, "the delivery worker ended abnormally");
+        }
+    }
+}
+
+struct Sender {
+    store: Arc<Store>,
+    /// The worker's own write connection: outbox writes never wait behind ingestion's queue.
+    writer: Arc<Mutex<Writer>>,
+    mailer: Mailer,
+    http: reqwest::Client,
+    retry_base: Duration,
+    max_attempts: u32,
+}
+
+impl Sender {
+    async fn run(self, mut stopped: watch::Receiver<bool>) {
+        while !*stopped.borrow() {
+            let store = self.store.clone();
+            let due = tokio::task::spawn_blocking(move || store.read(|c| outbox::due(c, Utc::now(), BATCH))).await;
+            let rows = match due {
+                Ok(Ok(rows)) => rows,
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "reading the outbox failed");
+                    Vec::new()
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the outbox panicked");
+                    Vec::new()
+                }
+            };
+            if rows.is_empty() {
+                tokio::select! {
+                    () = tokio::time::sleep(POLL) => {}
+                    _ = stopped.changed() => {}
+                }
+                continue;
+            }
+            join_all(rows.into_iter().map(|row| self.attempt(row))).await;
+        }
+    }
+
+    async fn attempt(&self, row: Pending) {
+        let started_at = Utc::now();
+        let clock = Instant::now();
+        let result = self.send(&row).await;
+        let latency_ms = i64::try_from(clock.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let attempt_no = row.attempts + 1;
+        let (status, error, outcome) = match result {
+            Ok(status) => (Some(status), None, Outcome::Delivered),
+            Err(f) => {
+                let outcome = if f.retryable && attempt_no < self.max_attempts {
+                    Outcome::Retry(Utc::now() + backoff(self.retry_base, attempt_no))
+                } else {
+                    Outcome::Failed
+                };
+                (f.status, Some(f.message.chars().take(ERROR_MAX).collect::<String>()), outcome)
+            }
+        };
+        match (&outcome, &error) {
+            (Outcome::Delivered, _) => tracing::info!(delivery = %row.id, event = %row.event, channel = row.channel.as_str(), attempt = attempt_no, "delivered"),
+            (_, Some(e)) => tracing::warn!(delivery = %row.id, channel = row.channel.as_str(), attempt = attempt_no, retry = matches!(outcome, Outcome::Retry(_)), error = %e, "delivery attempt failed"),
+            _ => {}
+        }
+        let attempt = Attempt { started_at, latency_ms, status, error, outcome };
+        let writer = self.writer.clone();
+        let seq = row.seq;
+        let recorded = tokio::task::spawn_blocking(move || {
+            let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
+            w.run(|c| outbox::record(c, seq, attempt_no, &attempt))
+        })
+        .await;
+        match recorded {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(delivery = %row.id, error = %e, "recording a delivery attempt failed"),
+            Err(e) => tracing::error!(delivery = %row.id, error = %e, "recording a delivery attempt panicked"),
+        }
+    }
+
+    async fn send(&self, row: &Pending) -> Result<u16, Failure> {
+        if row.channel == Channel::Email {
+            return self.mailer.send(row).await;
+        }
+        let seq = row.integration.ok_or_else(|| Failure::permanent(None, "the delivery has no integration"))?;
+        let store = self.store.clone();
+        let integration = tokio::task::spawn_blocking(move || store.read(|c| integrations::get_by_seq(c, seq)))
+            .await
+            .map_err(|e| Failure::retry(None, format!("reading the integration: {e}")))?
+            .map_err(|e| Failure::retry(None, format!("reading the integration: {e}")))?;
+        let integration = match integration {
+            Some(i) if i.deleted_at.is_none() => i,
+            _ => return Err(Failure::permanent(None, "the integration was deleted")),
+        };
+        let mut request =
+            self.http.post(&integration.target).header(http::header::CONTENT_TYPE, "application/json").body(row.payload.clone());
+        if row.channel == Channel::Webhook {
+            let timestamp = Utc::now().timestamp();
+            let secret = integration.secret.as_deref().unwrap_or_default();
+            request = request
+                .header("Postern-Event", &row.event)
+                .header("Postern-Delivery", row.id.to_string())
+                .header("Postern-Timestamp", timestamp.to_string())
+                .header("Postern-Signature", webhook::signature(secret, timestamp, &row.payload));
+        }
+        // The URL itself can be a secret (Slack's are): errors never include it.
+        let response = request.send().await.map_err(|e| Failure::retry(None, e.without_url().to_string()))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(status.as_u16());
+        }
+        let message = format!("the receiver answered {status}");
+        if status.is_server_error() || status == http::StatusCode::REQUEST_TIMEOUT || status == http::StatusCode::TOO_MANY_REQUESTS {
+            Err(Failure::retry(Some(status.as_u16()), message))
+        } else {
+            Err(Failure::permanent(Some(status.as_u16()), message))
+        }
+    }
+}
+
+/// The wait after failed attempt `n` (1-based): `base × 2^(n−1)`, times a
+/// random factor in [0.75, 1.25) so many failed deliveries do not retry in step.
+fn backoff(base: Duration, n: u32) -> chrono::Duration {
+    let exp = base.as_secs_f64() * 2f64.powi(n.saturating_sub(1).min(30) as i32);
+    let jittered = exp * rand::rng().random_range(0.75..1.25);
+    chrono::Duration::milliseconds((jittered * 1000.0) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_each_attempt_within_the_jitter() {
+        let base = Duration::from_secs(660);
+        for n in 1..=7 {
+            let expected = 660.0 * 2f64.powi(n as i32 - 1);
+            let got = backoff(base, n).num_milliseconds() as f64 / 1000.0;
+            assert!(got >= expected * 0.75 && got < expected * 1.25, "attempt {n}: {got}s, expected about {expected}s");
+        }
+    }
+}
