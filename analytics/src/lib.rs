@@ -6,6 +6,7 @@
 
 pub mod ab;
 pub mod accounts;
+pub mod alerts;
 mod error;
 pub mod export;
 pub mod model;

@@ -30,6 +30,8 @@ pub struct Config {
     /// Hourly rollups older than this many days are deleted.
     pub rollup_retention_days: u32,
     pub delivery: DeliveryConfig,
+    /// The `no_data` alert fires after this many hours without an event from a site.
+    pub alert_no_data_hours: u32,
 }
 
 /// Where and how notifications are sent: SMTP for e-mail, and the outbox's retry policy.
@@ -127,6 +129,9 @@ pub struct ServeArgs {
     /// Attempts per delivery before it is marked failed [default: 8]
     #[arg(long, env = "POSTERN_DELIVERY_MAX_ATTEMPTS", value_parser = clap::value_parser!(u32).range(1..=20))]
     pub delivery_max_attempts: Option<u32>,
+    /// Hours without any event from a site before the no_data alert fires [default: 24]
+    #[arg(long, env = "POSTERN_ALERT_NO_DATA_HOURS", value_parser = clap::value_parser!(u32).range(1..=720))]
+    pub alert_no_data_hours: Option<u32>,
     /// TOML file with any of the settings above (snake_case keys)
     #[arg(long, env = "POSTERN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -154,6 +159,7 @@ struct FileConfig {
     smtp_from: Option<String>,
     delivery_retry_base_ms: Option<u64>,
     delivery_max_attempts: Option<u32>,
+    alert_no_data_hours: Option<u32>,
 }
 
 impl Config {
@@ -181,6 +187,7 @@ impl Config {
             raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
             delivery,
+            alert_no_data_hours: args.alert_no_data_hours.or(file.alert_no_data_hours).unwrap_or(24).clamp(1, 720),
         })
     }
 }

@@ -2,6 +2,7 @@
 //! Every job runs once at start-up (so a restart catches up on what was missed)
 //! and then once per period: tests run a job now by restarting the collector.
 
+mod alerts;
 mod retention;
 
 use std::future::Future;
@@ -18,7 +19,10 @@ pub struct Job {
     pub run: fn(Ctx) -> JobFuture,
 }
 
-pub const JOBS: &[Job] = &[Job { name: "retention", every: Duration::from_secs(3600), run: |ctx| Box::pin(retention::run(ctx)) }];
+pub const JOBS: &[Job] = &[
+    Job { name: "retention", every: Duration::from_secs(3600), run: |ctx| Box::pin(retention::run(ctx)) },
+    Job { name: "alerts", every: Duration::from_secs(15 * 60), run: |ctx| Box::pin(alerts::run(ctx)) },
+];
 
 /// Starts every job on its own schedule; abort the handles to stop them.
 pub fn spawn_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {

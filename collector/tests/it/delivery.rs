@@ -294,3 +294,54 @@ fn integrations_are_validated_scoped_to_the_account_and_deleted() {
     assert_eq!(app.get(&path).expect(200).body["integrations"], json!([]));
     app.get(&format!("{path}/00000000-0000-0000-0000-000000000000/deliveries")).expect(404);
 }
+
+#[test]
+fn alerts_fire_once_per_condition_with_the_numbers_behind_them() {
+    let hook = HttpReceiver::start(&[]);
+    let mut app = spawn(200, &["--alert-no-data-hours".to_owned(), "3".to_owned()]);
+    let spiking = id(&app.create_site("spike.example.com", "UTC"));
+    let quiet = id(&app.create_site("quiet.example.com", "UTC"));
+    let events = json!(["adblock_rate_spike", "conversion_rate_drop", "no_data"]);
+    for site in [&spiking, &quiet] {
+        create_integration(&app, site, json!({"kind": "webhook", "url": hook.url, "events": events}));
+    }
+    let at = |hours: i64| (chrono::Utc::now() - chrono::Duration::hours(hours)).to_rfc3339();
+    // Baseline three days ago: 10 of 100 sessions blocked; the last hours: 30 of 60.
+    let mut batch = Vec::new();
+    for i in 0..100 {
+        let kind = if i < 10 { "adblock_detected" } else { "pageview" };
+        batch.push(event(&spiking, &format!("base-session-{i}"), kind, json!({"timestamp": at(72)})));
+    }
+    for i in 0..60 {
+        let kind = if i < 30 { "adblock_detected" } else { "pageview" };
+        batch.push(event(&spiking, &format!("recent-session-{i}"), kind, json!({"timestamp": at(2)})));
+    }
+    batch.push(event(&quiet, "quiet-session-1", "pageview", json!({"timestamp": at(6)})));
+    let a = app.batch(&Value::Array(batch));
+    assert!(a.status.is_success(), "{}", a.text);
+
+    // The alerts job runs at start-up.
+    app.restart();
+    let got = hook.wait_for(2, WAIT);
+    let by_event = |name: &str| got.iter().find(|r| r.header("postern-event") == name).unwrap_or_else(|| panic!("no {name}: {got:#?}")).json();
+    let spike = by_event("adblock_rate_spike");
+    assert_eq!(spike["site_id"], spiking);
+    assert_eq!(spike["data"]["adblock_share"], 50.0);
+    assert_eq!(spike["data"]["baseline_adblock_share"], 10.0);
+    assert_eq!(spike["data"]["last_24h"]["sessions"], 60);
+    assert_eq!(spike["data"]["previous_7_days"]["adblock_detected"], 10);
+    let silent = by_event("no_data");
+    assert_eq!(silent["site_id"], quiet);
+    assert_eq!(silent["data"]["threshold_hours"], 3);
+    assert!(silent["data"]["hours_without_data"].as_i64().unwrap() >= 3, "{silent}");
+
+    // The conditions still hold, but each alert fired already.
+    app.restart();
+    std::thread::sleep(Duration::from_millis(1500));
+    let again = hook.received();
+    assert_eq!(again.len(), 2, "{again:#?}");
+    let deliveries = app.get(&format!("/v1/sites/{quiet}/deliveries")).expect(200).body["deliveries"].clone();
+    assert_eq!(deliveries.as_array().unwrap().len(), 1);
+    assert_eq!(deliveries[0]["event"], "no_data");
+    assert_eq!(deliveries[0]["state"], "delivered");
+}
