@@ -24,6 +24,8 @@ pub struct Config {
     pub country_header: Option<String>,
     /// Header set by a trusted proxy with the client address (for example `X-Forwarded-For`).
     pub client_ip_header: Option<String>,
+    /// MaxMind-format country database, read when no country header is set.
+    pub geoip_db: Option<PathBuf>,
     pub demo: bool,
     /// Raw events older than this many days are deleted.
     pub raw_retention_days: u32,
@@ -96,6 +98,9 @@ pub struct ServeArgs {
     /// Header a trusted proxy sets to the client address (the last entry is used)
     #[arg(long, env = "POSTERN_CLIENT_IP_HEADER")]
     pub client_ip_header: Option<String>,
+    /// MaxMind-format (.mmdb) country database used when no country header is set
+    #[arg(long, env = "POSTERN_GEOIP_DB")]
+    pub geoip_db: Option<PathBuf>,
     /// Seed a demo account, site and history, and print a working API key
     #[arg(long, env = "POSTERN_DEMO")]
     pub demo: bool,
@@ -148,6 +153,7 @@ struct FileConfig {
     queue_capacity: Option<usize>,
     country_header: Option<String>,
     client_ip_header: Option<String>,
+    geoip_db: Option<PathBuf>,
     demo: Option<bool>,
     raw_retention_days: Option<u32>,
     rollup_retention_days: Option<u32>,
@@ -183,6 +189,7 @@ impl Config {
             queue_capacity: args.queue_capacity.or(file.queue_capacity).unwrap_or(8192).max(1),
             country_header: args.country_header.clone().or(file.country_header),
             client_ip_header: args.client_ip_header.clone().or(file.client_ip_header),
+            geoip_db: args.geoip_db.clone().or(file.geoip_db),
             demo: args.demo || file.demo.unwrap_or(false),
             raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),

@@ -15,7 +15,6 @@ use warp::reply::Response;
 use warp::Reply;
 
 use crate::auth::{self, Principal};
-use crate::dashboard::ClientAddr;
 use crate::error::ApiError;
 use crate::rate_limit::{Bucket, Decision};
 use crate::state::Ctx;
@@ -47,6 +46,11 @@ pub fn classify(path: &str) -> Class {
         _ => Class::Public,
     }
 }
+
+/// The client address the gateway worked out, handed to the routes (rate
+/// limits, login throttling and country lookup use it; it is never stored).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub IpAddr);
 
 /// The client address: the socket peer, or the last entry of the trusted
 /// proxy's header when one is configured.

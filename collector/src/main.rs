@@ -10,6 +10,7 @@ mod delivery;
 mod directory;
 mod error;
 mod gateway;
+mod geo;
 mod ingest;
 mod jobs;
 mod metrics;

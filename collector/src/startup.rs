@@ -14,6 +14,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::config::Config;
+use crate::geo::CountryResolver;
 use crate::ingest::writer;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
@@ -24,6 +25,7 @@ use crate::{api, delivery, demo, gateway, jobs};
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
+    let geo = CountryResolver::new(config.country_header.clone(), config.geoip_db.as_deref())?;
     let store = Arc::new(Store::open(&config.db).with_context(|| format!("opening database {}", config.db.display()))?);
     let metrics = Arc::new(Metrics::default());
     let (writer, writer_thread) = writer::start(&store, config.durability, config.queue_capacity, metrics.clone())
@@ -32,7 +34,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default() });
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo });
 
     // Handlers go in before the listening line: a SIGTERM sent as soon as we
     // announce readiness must already mean a graceful stop.

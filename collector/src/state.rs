@@ -7,6 +7,7 @@ use analytics::Store;
 use crate::config::Config;
 use crate::directory::Directory;
 use crate::error::ApiError;
+use crate::geo::CountryResolver;
 use crate::ingest::writer::WriterHandle;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
@@ -18,6 +19,7 @@ pub struct AppState {
     pub limiter: RateLimiter,
     pub metrics: Arc<Metrics>,
     pub directory: Directory,
+    pub geo: CountryResolver,
 }
 
 pub type Ctx = Arc<AppState>;

@@ -12,6 +12,7 @@ use super::sites::load_site;
 use super::{json_reply, parse_json, Query};
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::gateway::ClientAddr;
 use crate::ingest::{self, RequestInfo, SiteCache};
 use crate::state::Ctx;
 
@@ -30,11 +31,12 @@ fn ack_json(ack: &analytics::model::Ack) -> Value {
 pub async fn events_track(
     ctx: Ctx,
     p: Option<Principal>,
+    addr: Option<ClientAddr>,
     headers: HeaderMap,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
     let body = parse_json(&body?)?;
-    let info = RequestInfo::from_headers(&headers, ctx.config.country_header.as_deref());
+    let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
     let event = ingest::prepare(&ctx, p.as_ref(), &info, &mut SiteCache::default(), &body).await?;
     let ack = ctx.writer.ingest(vec![event]).await?.remove(0);
     Ok(json_reply(StatusCode::CREATED, &ack_json(&ack)))
@@ -47,6 +49,7 @@ pub async fn events_track(
 pub async fn events_batch(
     ctx: Ctx,
     p: Option<Principal>,
+    addr: Option<ClientAddr>,
     headers: HeaderMap,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
@@ -64,7 +67,7 @@ pub async fn events_batch(
     if items.len() > MAX_BATCH_EVENTS {
         return Err(ApiError::invalid("body", "too_long", format!("a batch holds at most {MAX_BATCH_EVENTS} events")));
     }
-    let info = RequestInfo::from_headers(&headers, ctx.config.country_header.as_deref());
+    let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
     let mut accepted = Vec::new();

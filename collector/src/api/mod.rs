@@ -26,6 +26,7 @@ use warp::{Filter, Rejection, Reply};
 
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::gateway::ClientAddr;
 use crate::state::Ctx;
 
 pub use sites::normalize_domain;
@@ -98,6 +99,7 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .and(post())
         .and(c())
         .and(warp::ext::optional::<Principal>())
+        .and(warp::ext::optional::<ClientAddr>())
         .and(warp::header::headers_cloned())
         .and(body(TRACK_BODY_LIMIT))
         .then(events::events_track)
@@ -105,6 +107,7 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
             .and(post())
             .and(c())
             .and(warp::ext::optional::<Principal>())
+            .and(warp::ext::optional::<ClientAddr>())
             .and(warp::header::headers_cloned())
             .and(body(BATCH_BODY_LIMIT))
             .then(events::events_batch))

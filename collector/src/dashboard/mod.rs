@@ -41,9 +41,7 @@ pub const SESSION_COOKIE: &str = "postern_session";
 /// Form bodies are small; anything bigger is refused with 413.
 const FORM_LIMIT: usize = 64 * 1024;
 
-/// The client address the gateway worked out (socket peer or trusted proxy header).
-#[derive(Debug, Clone, Copy)]
-pub struct ClientAddr(pub IpAddr);
+pub use crate::gateway::ClientAddr;
 
 /// The signed-in user of a request.
 #[derive(Debug, Clone)]

@@ -8,7 +8,7 @@ pub mod writer;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use analytics::model::{Device, NewEvent, Site, SiteStatus, UNKNOWN_COUNTRY};
+use analytics::model::{Device, NewEvent, Site, SiteStatus};
 use chrono::{DateTime, Duration, Utc};
 use http::HeaderMap;
 use serde_json::Value;
@@ -32,19 +32,9 @@ pub struct RequestInfo {
 }
 
 impl RequestInfo {
-    pub fn from_headers(headers: &HeaderMap, country_header: Option<&str>) -> RequestInfo {
+    pub fn from_headers(headers: &HeaderMap, country: String) -> RequestInfo {
         let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let country = country_header
-            .and_then(text)
-            .map(|c| c.trim().to_ascii_uppercase())
-            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_uppercase()) && c != "XX" && c != "T1")
-            .unwrap_or_else(|| UNKNOWN_COUNTRY.to_owned());
-        RequestInfo {
-            origin: text("origin"),
-            user_agent: text("user-agent"),
-            country,
-            received_at: Utc::now(),
-        }
+        RequestInfo { origin: text("origin"), user_agent: text("user-agent"), country, received_at: Utc::now() }
     }
 }
 
