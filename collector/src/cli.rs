@@ -29,7 +29,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the collector (the default when no command is given)
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Manage accounts, users, keys and sites directly in the database
     #[command(subcommand)]
     Admin(AdminCommand),

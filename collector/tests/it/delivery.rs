@@ -298,13 +298,17 @@ fn integrations_are_validated_scoped_to_the_account_and_deleted() {
 #[test]
 fn alerts_fire_once_per_condition_with_the_numbers_behind_them() {
     let hook = HttpReceiver::start(&[]);
-    let mut app = spawn(200, &["--alert-no-data-hours".to_owned(), "3".to_owned()]);
+    let smtp = SmtpReceiver::start();
+    let mut flags = smtp.flags();
+    flags.extend(["--alert-no-data-hours".to_owned(), "3".to_owned()]);
+    let mut app = spawn(200, &flags);
     let spiking = id(&app.create_site("spike.example.com", "UTC"));
     let quiet = id(&app.create_site("quiet.example.com", "UTC"));
     let events = json!(["adblock_rate_spike", "conversion_rate_drop", "no_data"]);
     for site in [&spiking, &quiet] {
         create_integration(&app, site, json!({"kind": "webhook", "url": hook.url, "events": events}));
     }
+    create_integration(&app, &quiet, json!({"kind": "email", "email": "oncall@example.com", "events": ["no_data"]}));
     let at = |hours: i64| (chrono::Utc::now() - chrono::Duration::hours(hours)).to_rfc3339();
     // Baseline three days ago: 10 of 100 sessions blocked; the last hours: 30 of 60.
     let mut batch = Vec::new();
@@ -333,15 +337,32 @@ fn alerts_fire_once_per_condition_with_the_numbers_behind_them() {
     let silent = by_event("no_data");
     assert_eq!(silent["site_id"], quiet);
     assert_eq!(silent["data"]["threshold_hours"], 3);
-    assert!(silent["data"]["hours_without_data"].as_i64().unwrap() >= 3, "{silent}");
+    let hours = silent["data"]["hours_without_data"].as_i64().unwrap();
+    assert!(hours >= 3, "{silent}");
+    let mail = smtp.next_message(WAIT);
+    assert_eq!(mail["rcpt_tos"], json!(["oncall@example.com"]));
+    assert_eq!(mail["subject"], format!("No data from Site quiet.example.com for {hours} hours"));
+    let text = mail["text"].as_str().unwrap();
+    assert!(text.contains(&format!("Hours without events: {hours}")) && text.contains("Threshold: 3 h"), "{text}");
+    let html = mail["html"].as_str().unwrap();
+    assert!(html.contains(&format!("<th align=\"left\">Hours without events</th><td>{hours}</td>")), "{html}");
 
     // The conditions still hold, but each alert fired already.
     app.restart();
     std::thread::sleep(Duration::from_millis(1500));
     let again = hook.received();
     assert_eq!(again.len(), 2, "{again:#?}");
+    assert!(smtp.pending().is_empty(), "one e-mail only");
     let deliveries = app.get(&format!("/v1/sites/{quiet}/deliveries")).expect(200).body["deliveries"].clone();
-    assert_eq!(deliveries.as_array().unwrap().len(), 1);
-    assert_eq!(deliveries[0]["event"], "no_data");
-    assert_eq!(deliveries[0]["state"], "delivered");
+    let mut seen: Vec<(String, String, String)> = deliveries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| (d["event"].as_str().unwrap().into(), d["channel"].as_str().unwrap().into(), d["state"].as_str().unwrap().into()))
+        .collect();
+    seen.sort();
+    assert_eq!(seen, vec![
+        ("no_data".to_owned(), "email".to_owned(), "delivered".to_owned()),
+        ("no_data".to_owned(), "webhook".to_owned(), "delivered".to_owned())
+    ]);
 }
