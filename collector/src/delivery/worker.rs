@@ -40,17 +40,22 @@ pub struct Failure {
     status: Option<u16>,
     retryable: bool,
     message: String,
+    /// The receiver's `Retry-After`, honoured when longer than the backoff.
+    retry_after: Option<Duration>,
 }
 
 impl Failure {
     pub fn retry(status: Option<u16>, message: impl Into<String>) -> Failure {
-        Failure { status, retryable: true, message: message.into() }
+        Failure { status, retryable: true, message: message.into(), retry_after: None }
     }
 
     pub fn permanent(status: Option<u16>, message: impl Into<String>) -> Failure {
-        Failure { status, retryable: false, message: message.into() }
+        Failure { status, retryable: false, message: message.into(), retry_after: None }
     }
 }
+
+/// The longest `Retry-After` honoured: a receiver cannot park a delivery for days.
+const RETRY_AFTER_MAX: Duration = Duration::from_secs(6 * 3600);
 
 pub struct Worker {
     stop: watch::Sender<bool>,
@@ -134,7 +139,11 @@ impl Sender {
             Ok(status) => (Some(status), None, Outcome::Delivered),
             Err(f) => {
                 let outcome = if f.retryable && attempt_no < self.max_attempts {
-                    Outcome::Retry(Utc::now() + backoff(self.retry_base, attempt_no))
+                    let mut wait = backoff(self.retry_base, attempt_no);
+                    if let Some(asked) = f.retry_after.and_then(|d| chrono::Duration::from_std(d.min(RETRY_AFTER_MAX)).ok()) {
+                        wait = wait.max(asked);
+                    }
+                    Outcome::Retry(Utc::now() + wait)
                 } else {
                     Outcome::Failed
                 };
@@ -194,7 +203,14 @@ impl Sender {
         }
         let message = format!("the receiver answered {status}");
         if status.is_server_error() || status == http::StatusCode::REQUEST_TIMEOUT || status == http::StatusCode::TOO_MANY_REQUESTS {
-            Err(Failure::retry(Some(status.as_u16()), message))
+            // Only the delay-seconds form: an HTTP date would need the receiver's clock to agree with ours.
+            let retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            Err(Failure { retry_after, ..Failure::retry(Some(status.as_u16()), message) })
         } else {
             Err(Failure::permanent(Some(status.as_u16()), message))
         }

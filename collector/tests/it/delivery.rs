@@ -8,7 +8,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 
-use crate::receivers::{HttpReceiver, SmtpReceiver};
+use crate::receivers::{HttpReceiver, Options, SmtpReceiver};
 use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -252,6 +252,46 @@ fn a_collector_killed_between_attempts_still_delivers_exactly_once() {
     let got = hook.received();
     assert_eq!(got.len(), 2, "{got:#?}");
     assert_eq!(got.iter().filter(|r| r.answered == 200).count(), 1);
+}
+
+#[test]
+fn a_retry_after_longer_than_the_backoff_is_honoured() {
+    let hook = HttpReceiver::start_with(&[429], Options { retry_after: Some(2), held: false });
+    let app = spawn(100, &[]);
+    let site = id(&app.create_site("later.example.com", "UTC"));
+    let created = create_integration(&app, &site, json!({"kind": "webhook", "url": hook.url}));
+    let delivery = send_test(&app, &site, created["id"].as_str().unwrap());
+    let d = wait_delivery(&app, &site, &delivery, finished);
+    assert_eq!(statuses(&d), vec![(429, "retry".to_owned()), (200, "delivered".to_owned())]);
+    let at = |i: usize| chrono::DateTime::parse_from_rfc3339(d["attempts"][i]["started_at"].as_str().unwrap()).unwrap();
+    let waited = at(1) - at(0);
+    assert!(waited >= chrono::Duration::seconds(2), "the second attempt came after {waited}, before Retry-After: {d:#}");
+}
+
+#[test]
+fn a_graceful_stop_finishes_the_send_in_flight_and_never_repeats_it() {
+    let hook = std::sync::Arc::new(HttpReceiver::start_with(&[], Options { retry_after: None, held: true }));
+    let mut app = spawn(100, &[]);
+    let site = id(&app.create_site("inflight.example.com", "UTC"));
+    let created = create_integration(&app, &site, json!({"kind": "webhook", "url": hook.url}));
+    let delivery = send_test(&app, &site, created["id"].as_str().unwrap());
+    // The request is in flight (received, not answered) when SIGTERM arrives;
+    // the receiver answers 200 half a second later.
+    hook.wait_for(1, WAIT);
+    let releaser = {
+        let hook = hook.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            hook.release();
+        })
+    };
+    assert_eq!(app.stop(), 0, "log:\n{}", app.logs());
+    releaser.join().unwrap();
+    app.start_again();
+    let d = wait_delivery(&app, &site, &delivery, finished);
+    assert_eq!(statuses(&d), vec![(200, "delivered".to_owned())]);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(hook.received().len(), 1, "sent once");
 }
 
 #[test]

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Condvar, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -34,26 +34,55 @@ impl Received {
     }
 }
 
+/// How a receiver answers besides its script.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Sent as `Retry-After` (seconds) with every non-2xx answer.
+    pub retry_after: Option<u64>,
+    /// Requests are recorded at once but answered only after [`HttpReceiver::release`].
+    pub held: bool,
+}
+
 /// An HTTP/1.1 receiver: answers the scripted statuses in order, then 200.
 pub struct HttpReceiver {
     pub url: String,
     seen: Arc<Mutex<Vec<Received>>>,
+    /// Whether held requests may be answered now.
+    gate: Arc<(Mutex<bool>, Condvar)>,
+}
+
+struct Shared {
+    seen: Arc<Mutex<Vec<Received>>>,
+    script: Mutex<Vec<u16>>,
+    options: Options,
+    gate: Arc<(Mutex<bool>, Condvar)>,
 }
 
 impl HttpReceiver {
     pub fn start(script: &[u16]) -> HttpReceiver {
+        HttpReceiver::start_with(script, Options::default())
+    }
+
+    pub fn start_with(script: &[u16], options: Options) -> HttpReceiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("binding the receiver");
         let url = format!("http://{}/hook/secret-token", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let script = Arc::new(Mutex::new(script.to_vec()));
-        let shared = seen.clone();
+        let gate = Arc::new((Mutex::new(!options.held), Condvar::new()));
+        let shared = Arc::new(Shared { seen: seen.clone(), script: Mutex::new(script.to_vec()), options, gate: gate.clone() });
         thread::spawn(move || {
             for stream in listener.incoming().map_while(Result::ok) {
-                let (seen, script) = (shared.clone(), script.clone());
-                thread::spawn(move || serve(stream, &seen, &script));
+                let shared = shared.clone();
+                thread::spawn(move || serve(stream, &shared));
             }
         });
-        HttpReceiver { url, seen }
+        HttpReceiver { url, seen, gate }
+    }
+
+    /// Lets held requests be answered.
+    pub fn release(&self) {
+        let (open, cv) = &*self.gate;
+        *open.lock().unwrap() = true;
+        cv.notify_all();
     }
 
     pub fn received(&self) -> Vec<Received> {
@@ -75,7 +104,7 @@ impl HttpReceiver {
     }
 }
 
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Received>>, script: &Mutex<Vec<u16>>) {
+fn serve(stream: TcpStream, shared: &Shared) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut request_line = String::new();
     if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
@@ -99,12 +128,18 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Received>>, script: &Mutex<Vec<u16>
         return;
     }
     let answered = {
-        let mut script = script.lock().unwrap();
+        let mut script = shared.script.lock().unwrap();
         if script.is_empty() { 200 } else { script.remove(0) }
     };
-    seen.lock().unwrap().push(Received { method, path, headers, body: String::from_utf8_lossy(&body).into_owned(), answered });
+    shared.seen.lock().unwrap().push(Received { method, path, headers, body: String::from_utf8_lossy(&body).into_owned(), answered });
+    let (open, cv) = &*shared.gate;
+    drop(cv.wait_while(open.lock().unwrap(), |open| !*open).unwrap());
+    let retry_after = match shared.options.retry_after {
+        Some(secs) if !(200..300).contains(&answered) => format!("Retry-After: {secs}\r\n"),
+        _ => String::new(),
+    };
     let mut stream = stream;
-    let _ = write!(stream, "HTTP/1.1 {answered} Scripted\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    let _ = write!(stream, "HTTP/1.1 {answered} Scripted\r\n{retry_after}Content-Length: 2\r\nConnection: close\r\n\r\nok");
 }
 
 /// The venv with aiosmtpd, created once per test run by scripts/ensure-test-venv.
