@@ -1,7 +1,7 @@
 //! A/B statistics of wall variants: conversion rates, two-proportion z-test
 //! confidence and the winner rule of DESIGN §3. Pure functions, no I/O.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The name of the variant every other one is compared with.
 pub const CONTROL: &str = "control";
@@ -17,7 +17,7 @@ pub struct VariantCounts {
     pub conversions: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VariantResult {
     pub name: String,
     pub impressions: u64,

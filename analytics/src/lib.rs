@@ -14,6 +14,7 @@ pub mod period;
 pub mod integrations;
 pub mod outbox;
 pub mod query;
+pub mod report;
 pub mod retention;
 pub mod sites;
 pub mod store;

@@ -34,6 +34,11 @@ pub struct Config {
     pub delivery: DeliveryConfig,
     /// The `no_data` alert fires after this many hours without an event from a site.
     pub alert_no_data_hours: u32,
+    /// The address people reach this collector at, for links in reports.
+    pub public_url: String,
+    /// Added to the system clock by the report scheduler (`--clock`, for tests
+    /// and drills): reports are due, and periods computed, at the shifted time.
+    pub clock_offset: chrono::Duration,
 }
 
 /// Where and how notifications are sent: SMTP for e-mail, and the outbox's retry policy.
@@ -137,6 +142,12 @@ pub struct ServeArgs {
     /// Hours without any event from a site before the no_data alert fires [default: 24]
     #[arg(long, env = "POSTERN_ALERT_NO_DATA_HOURS", value_parser = clap::value_parser!(u32).range(1..=720))]
     pub alert_no_data_hours: Option<u32>,
+    /// Public base URL of this collector, used in links inside reports [default: http://<listen>]
+    #[arg(long, env = "POSTERN_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Testing and drills: run the report scheduler as if the time at start-up were this RFC 3339 instant
+    #[arg(long, env = "POSTERN_CLOCK")]
+    pub clock: Option<chrono::DateTime<chrono::Utc>>,
     /// TOML file with any of the settings above (snake_case keys)
     #[arg(long, env = "POSTERN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -166,6 +177,8 @@ struct FileConfig {
     delivery_retry_base_ms: Option<u64>,
     delivery_max_attempts: Option<u32>,
     alert_no_data_hours: Option<u32>,
+    public_url: Option<String>,
+    clock: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Config {
@@ -180,9 +193,12 @@ impl Config {
             Some("normal") => Durability::Normal,
             Some(other) => anyhow::bail!("durability must be full or normal, not {other}"),
         };
+        let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
+        let public_url = args.public_url.clone().or(file.public_url).unwrap_or_else(|| format!("http://{listen}"));
+        let clock_offset = args.clock.or(file.clock).map_or(chrono::Duration::zero(), |t| t - chrono::Utc::now());
         Ok(Config {
             db: args.db.clone().or(file.db).unwrap_or_else(|| PathBuf::from("postern.db")),
-            listen: args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+            listen,
             rate_limit_ingest: args.rate_limit_ingest.or(file.rate_limit_ingest).unwrap_or(1000),
             rate_limit_api: args.rate_limit_api.or(file.rate_limit_api).unwrap_or(100),
             durability,
@@ -195,6 +211,8 @@ impl Config {
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
             delivery,
             alert_no_data_hours: args.alert_no_data_hours.or(file.alert_no_data_hours).unwrap_or(24).clamp(1, 720),
+            public_url: public_url.trim_end_matches('/').to_owned(),
+            clock_offset,
         })
     }
 }
@@ -222,6 +240,13 @@ impl DeliveryConfig {
             ),
             max_attempts,
         })
+    }
+}
+
+impl Config {
+    /// The time the report scheduler lives in: the system clock plus `--clock`'s offset.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + self.clock_offset
     }
 }
 

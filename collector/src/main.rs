@@ -15,6 +15,7 @@ mod ingest;
 mod jobs;
 mod metrics;
 mod rate_limit;
+mod reports;
 mod startup;
 mod state;
 mod telemetry;

@@ -15,6 +15,9 @@ pub struct Metrics {
     pub rate_limited: AtomicU64,
     pub events_ingested: AtomicU64,
     pub events_duplicate: AtomicU64,
+    /// Report scheduler passes completed, and report runs generated.
+    pub report_passes: AtomicU64,
+    pub report_runs: AtomicU64,
     commits: AtomicU64,
     commit_jobs: AtomicU64,
     commit_micros: AtomicU64,
@@ -91,6 +94,13 @@ impl Metrics {
             "Longest group transaction since start.",
             &[("", get(&self.commit_micros_max) as f64 / 1e6)],
         );
+        metric(
+            "postern_report_scheduler_passes_total",
+            "counter",
+            "Completed passes of the report scheduler.",
+            &[("", get(&self.report_passes) as f64)],
+        );
+        metric("postern_report_runs_total", "counter", "Report runs generated (scheduled and sent now).", &[("", get(&self.report_runs) as f64)]);
         out
     }
 }

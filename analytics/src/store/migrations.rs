@@ -9,6 +9,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0001_init.sql"),
     include_str!("sql/0002_dashboard_sessions.sql"),
     include_str!("sql/0003_delivery.sql"),
+    include_str!("sql/0004_reports.sql"),
 ];
 
 /// The schema version this code writes.

@@ -10,6 +10,7 @@ mod export;
 mod integrations;
 mod keys;
 mod ops;
+mod reports;
 mod sdk;
 mod sites;
 
@@ -180,7 +181,53 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .boxed();
 
+    let report_routes = path!("v1" / "sites" / String / "reports")
+        .and(get())
+        .and(c())
+        .and(principal())
+        .then(reports::reports_list)
+        .or(path!("v1" / "sites" / String / "reports")
+            .and(post())
+            .and(c())
+            .and(principal())
+            .and(body(JSON_BODY_LIMIT))
+            .then(reports::reports_create))
+        .unify()
+        .or(path!("v1" / "sites" / String / "reports" / String).and(get()).and(c()).and(principal()).then(reports::reports_get))
+        .unify()
+        .or(path!("v1" / "sites" / String / "reports" / String)
+            .and(patch())
+            .and(c())
+            .and(principal())
+            .and(body(JSON_BODY_LIMIT))
+            .then(reports::reports_update))
+        .unify()
+        .or(path!("v1" / "sites" / String / "reports" / String)
+            .and(delete())
+            .and(c())
+            .and(principal())
+            .then(reports::reports_delete))
+        .unify()
+        .or(path!("v1" / "sites" / String / "reports" / String / "send")
+            .and(post())
+            .and(c())
+            .and(principal())
+            .then(reports::reports_send))
+        .unify()
+        .or(path!("v1" / "sites" / String / "reports" / String / "runs")
+            .and(get())
+            .and(c())
+            .and(principal())
+            .and(query())
+            .then(reports::reports_runs))
+        .unify()
+        .or(path!("v1" / "report-runs" / String).and(get()).and(c()).and(principal()).and(query()).then(reports::report_runs_get))
+        .unify()
+        .boxed();
+
     site_routes
+        .or(report_routes)
+        .unify()
         .or(analytics_routes)
         .unify()
         .or(export_routes)

@@ -22,6 +22,8 @@ pub struct Job {
 pub const JOBS: &[Job] = &[
     Job { name: "retention", every: Duration::from_secs(3600), run: |ctx| Box::pin(retention::run(ctx)) },
     Job { name: "alerts", every: Duration::from_secs(15 * 60), run: |ctx| Box::pin(alerts::run(ctx)) },
+    // Reports fire at a minute of local time: look every 30 seconds.
+    Job { name: "reports", every: Duration::from_secs(30), run: |ctx| Box::pin(crate::reports::run_due(ctx)) },
 ];
 
 /// Starts every job on its own schedule; abort the handles to stop them.

@@ -19,6 +19,7 @@ mod keys;
 mod openapi;
 mod ops;
 mod rate_limits;
+mod reports;
 mod restart;
 mod retention;
 mod sdk;
