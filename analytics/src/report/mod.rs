@@ -383,3 +383,62 @@ pub fn runs_between(conn: &Connection, site_id: &str, from: DateTime<Utc>, to: D
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+    use crate::sites::{self, NewSite};
+    use crate::store::testing::temp_store;
+
+    #[test]
+    fn an_occurrence_is_stored_once_and_runs_stay_listed() {
+        let (_dir, store) = temp_store();
+        let mut writer = store.open_writer(crate::store::Durability::Normal).unwrap();
+        let now = Utc.with_ymd_and_hms(2026, 11, 23, 7, 0, 30).unwrap();
+        let (site, config) = writer
+            .run(|c| {
+                let account = crate::accounts::ensure_account(c, "acme", now)?;
+                let new = NewSite { account_id: account, name: "Acme", domain: "acme.test", timezone: chrono_tz::Europe::Paris, revenue_per_mille: None };
+                let site = sites::create(c, &new, now - chrono::Duration::days(30))?;
+                let body = json!({"type": "weekly", "channels": ["webhook"]});
+                let draft = Draft::from_json(body.as_object().unwrap(), None).map_err(|e| Error::Conflict(e.message))?;
+                let config = create(c, site.id, draft, now - chrono::Duration::days(1))?;
+                Ok((site, config))
+            })
+            .unwrap();
+        let o = config.due(&site, now).expect("Monday 08:00 in Paris is due");
+        assert_eq!(o.at, Utc.with_ymd_and_hms(2026, 11, 23, 7, 0, 0).unwrap());
+        let period = config.period_on(&site, o.date);
+        let build_one = || store.read(|c| build(c, &site, &config, &period, Trigger::Schedule, Some(o.at), now)).unwrap();
+        let (first, second) = (build_one(), build_one());
+        assert!(writer.run(|c| insert_run(c, &first, Some(o.date), now)).unwrap());
+        assert!(!writer.run(|c| insert_run(c, &second, Some(o.date), now)).unwrap(), "the same occurrence twice");
+        assert!(store.read(|c| has_run(c, config.id, o.date)).unwrap());
+        // A manual run has no occurrence and never conflicts.
+        let manual = store.read(|c| build(c, &site, &config, &period, Trigger::Manual, None, now)).unwrap();
+        assert!(writer.run(|c| insert_run(c, &manual, None, now)).unwrap());
+
+        let (listed, total) = store.read(|c| list_runs(c, config.id, 10, 0)).unwrap();
+        assert_eq!(total, 2);
+        // Newest first: the manual run was stored last.
+        assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), vec![manual.id, first.id]);
+        assert_eq!(store.read(|c| get_run(c, first.id)).unwrap(), Some(first.clone()));
+        assert_eq!(store.read(|c| unenqueued(c)).unwrap().len(), 2);
+        writer.run(|c| mark_enqueued(c, first.id, now)).unwrap();
+        assert_eq!(store.read(|c| unenqueued(c)).unwrap(), vec![manual.clone()]);
+
+        let site_id = site.id.to_string();
+        let all = store.read(|c| runs_between(c, &site_id, now - chrono::Duration::hours(1), now + chrono::Duration::hours(1))).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[0].kind, all[0].period_start, all[0].period_end), (ReportType::Weekly, period.start, period.end));
+        assert_eq!(all[0].json["id"], json!(all[0].id));
+        assert!(store.read(|c| runs_between(c, &site_id, now + chrono::Duration::seconds(1), now + chrono::Duration::hours(1))).unwrap().is_empty());
+        // Deleting the report keeps its runs.
+        writer.run(|c| delete(c, site.id, config.id, now)).unwrap();
+        assert_eq!(store.read(|c| get(c, site.id, config.id)).unwrap(), None);
+        assert!(store.read(|c| get_run(c, first.id)).unwrap().is_some());
+    }
+}

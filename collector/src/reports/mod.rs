@@ -230,3 +230,94 @@ pub fn message(config: &Config, report: &ReportConfig, doc: &RunDocument) -> Mes
 fn enqueue(_conn: &analytics::Connection, _message: &Message) -> analytics::Result<bool> {
     Ok(false)
 }
+
+#[cfg(test)]
+mod tests {
+    use analytics::report::content::{Change, Daily, Kpis};
+    use analytics::report::{Content, Dates, Draft, SiteRef};
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::ServeArgs;
+
+    fn fixture(format: &str) -> (Config, ReportConfig, RunDocument) {
+        let config = Config::from_args(&ServeArgs { public_url: Some("https://stats.example.com/".into()), ..Default::default() }).unwrap();
+        let body = json!({
+            "type": "daily",
+            "recipients": [{"email": "ana@example.com", "role": "Admin"}, {"email": "bob@example.com", "role": "Reader"}],
+            "channels": ["email", "slack", "webhook"],
+            "format": format
+        });
+        let draft = Draft::from_json(body.as_object().unwrap(), None).unwrap();
+        let now = Utc.with_ymd_and_hms(2026, 11, 20, 7, 0, 0).unwrap();
+        let report = ReportConfig { id: uuid::Uuid::new_v4(), site_id: uuid::Uuid::new_v4(), draft, created_at: now, updated_at: now };
+        let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 19).unwrap();
+        let doc = RunDocument {
+            id: uuid::Uuid::now_v7(),
+            report_id: report.id,
+            report_name: "Daily report".into(),
+            kind: report.draft.kind,
+            format: report.draft.spec.format,
+            site: SiteRef {
+                id: report.site_id,
+                name: "The <Daily> Courier".into(),
+                domain: "courier.example.com".into(),
+                timezone: "Europe/Paris".into(),
+                revenue_per_1000_pageviews: None,
+            },
+            period: Dates { start: day, end: day },
+            trigger: Trigger::Schedule,
+            scheduled_for: Some("2026-11-20T07:00:00.000Z".into()),
+            generated_at: "2026-11-20T07:00:01.000Z".into(),
+            content: Content::Daily(Daily {
+                kpis: Kpis { sessions: 1200, adblock_detected: 300, adblock_share: 25.0, walls_displayed: 200, conversions: 30, conversion_rate: 15.0 },
+                sessions_change: serde_json::from_value::<Change>(json!({"previous": 1000, "difference": 200, "percent": 20.0})).unwrap(),
+                top_event: None,
+                top_device: None,
+            }),
+        };
+        (config, report, doc)
+    }
+
+    #[test]
+    fn admins_get_a_link_to_change_the_report_and_readers_do_not() {
+        let (config, report, doc) = fixture("html");
+        let m = message(&config, &report, &doc);
+        assert_eq!(m.event, "daily_report");
+        assert_eq!(m.dedupe_key, format!("report-run:{}", doc.id));
+        assert_eq!(m.subject, "The <Daily> Courier: Daily report for Thursday 19 November 2026");
+        assert_eq!(m.channels, vec![Channel::Slack, Channel::Webhook]);
+        assert_eq!((m.data["sessions"].as_u64(), m.data["conversions"].as_u64()), (Some(1200), Some(30)));
+        let link = format!("https://stats.example.com/dashboard/sites/{}/reports/{}", doc.site.id, doc.report_id);
+        let [admin, reader] = &m.emails[..] else { panic!("two e-mails expected: {:?}", m.emails) };
+        assert_eq!((admin.to.as_str(), reader.to.as_str()), ("ana@example.com", "bob@example.com"));
+        assert!(admin.html.contains(&link) && admin.text.contains(&link));
+        assert!(!reader.html.contains("/dashboard/") && !reader.text.contains("/dashboard/"));
+        assert!(admin.html.contains("The &lt;Daily&gt; Courier"), "names are escaped");
+        assert!(admin.text.contains("- Sessions: 1,200 (+20.00% vs 1,000 the day before)"), "{}", admin.text);
+        assert!(admin.attachments.is_empty());
+        assert!(!m.text.contains("/dashboard/"), "the chat text is for everyone");
+        assert_eq!(m.summary[0], ("Sessions".to_owned(), "1,200 (+20.00% vs 1,000 the day before)".to_owned()));
+    }
+
+    #[test]
+    fn csv_and_json_formats_attach_the_figures() {
+        let (config, report, doc) = fixture("csv");
+        let m = message(&config, &report, &doc);
+        let a = &m.emails[0].attachments[0];
+        assert_eq!(a.filename, "postern-daily-2026-11-19-2026-11-19.csv");
+        assert_eq!(
+            String::from_utf8(a.bytes.clone()).unwrap(),
+            "period_start,period_end,sessions,adblock_detected,walls_displayed,conversions,conversion_rate\n2026-11-19,2026-11-19,1200,300,200,30,15.00\n"
+        );
+        let (config, mut report, doc) = fixture("json");
+        report.draft.spec.channels = vec![Channel::Webhook];
+        let m = message(&config, &report, &doc);
+        assert!(m.emails.is_empty(), "no email channel, no e-mails");
+        let (_, report, doc) = fixture("json");
+        let m = message(&config, &report, &doc);
+        let parsed: RunDocument = serde_json::from_slice(&m.emails[0].attachments[0].bytes).unwrap();
+        assert_eq!(parsed, doc);
+    }
+}
