@@ -182,7 +182,7 @@ pub struct Custom {
     pub metrics: Vec<Metric>,
     pub filters: Filters,
     /// The chosen scalar metrics over the period (`sessions`, `conversion_rate` …).
-    pub totals: BTreeMap<String, f64>,
+    pub totals: BTreeMap<String, serde_json::Value>,
     /// The chosen scalar metrics per day.
     pub days: Vec<BTreeMap<String, serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -214,7 +214,7 @@ impl Content {
             Content::Weekly(w) => w.kpis,
             Content::Monthly(m) => m.kpis,
             Content::Custom(c) => {
-                let get = |k: &str| c.totals.get(k).copied().unwrap_or(0.0) as u64;
+                let get = |k: &str| c.totals.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
                 return (get("sessions"), get("conversions"));
             }
         };
@@ -585,13 +585,14 @@ fn recommend(month: &Counters, prev: &Kpis, revenue: &Revenue, variants: &[Varia
 pub fn custom(conn: &Connection, site: &Site, period: &Period, spec: &Spec) -> Result<Custom> {
     let scope = Scope::of(&spec.filters);
     let days = per_day(conn, site, period, &scope)?;
-    let scalar = |k: &Kpis, m: Metric| -> Option<f64> {
+    // Counts as integers, the rate as a number with two decimals.
+    let scalar = |k: &Kpis, m: Metric| -> Option<serde_json::Value> {
         Some(match m {
-            Metric::Sessions => k.sessions as f64,
-            Metric::AdblockDetected => k.adblock_detected as f64,
-            Metric::WallsDisplayed => k.walls_displayed as f64,
-            Metric::Conversions => k.conversions as f64,
-            Metric::ConversionRate => k.conversion_rate,
+            Metric::Sessions => k.sessions.into(),
+            Metric::AdblockDetected => k.adblock_detected.into(),
+            Metric::WallsDisplayed => k.walls_displayed.into(),
+            Metric::Conversions => k.conversions.into(),
+            Metric::ConversionRate => k.conversion_rate.into(),
             Metric::ByDevice | Metric::ByCountry | Metric::ByVariant => return None,
         })
     };
@@ -604,7 +605,6 @@ pub fn custom(conn: &Connection, site: &Site, period: &Period, spec: &Spec) -> R
             row.insert("date".to_owned(), serde_json::json!(d.date));
             for m in &spec.metrics {
                 if let Some(v) = scalar(&d.kpis, *m) {
-                    let v = if *m == Metric::ConversionRate { serde_json::json!(v) } else { serde_json::json!(v as u64) };
                     row.insert(m.as_str().to_owned(), v);
                 }
             }

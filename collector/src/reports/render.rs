@@ -199,7 +199,10 @@ fn blocks(doc: &RunDocument) -> Vec<Block> {
                 .iter()
                 .filter_map(|m| {
                     let v = c.totals.get(m.as_str())?;
-                    let shown = if m.as_str() == "conversion_rate" { pct(*v) } else { int(*v as u64) };
+                    let shown = match v.as_u64() {
+                        Some(n) if m.as_str() != "conversion_rate" => int(n),
+                        _ => pct(v.as_f64().unwrap_or(0.0)),
+                    };
                     Some((m.label().to_owned(), shown))
                 })
                 .collect();
