@@ -37,6 +37,14 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/sites/{id}/integrations/{iid}/test"),
     ("get", "/v1/sites/{id}/integrations/{iid}/deliveries"),
     ("get", "/v1/sites/{id}/deliveries"),
+    ("get", "/v1/sites/{id}/reports"),
+    ("post", "/v1/sites/{id}/reports"),
+    ("get", "/v1/sites/{id}/reports/{rid}"),
+    ("patch", "/v1/sites/{id}/reports/{rid}"),
+    ("delete", "/v1/sites/{id}/reports/{rid}"),
+    ("post", "/v1/sites/{id}/reports/{rid}/send"),
+    ("get", "/v1/sites/{id}/reports/{rid}/runs"),
+    ("get", "/v1/report-runs/{run_id}"),
 ];
 
 /// Paths that need no key at all.
