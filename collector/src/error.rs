@@ -70,11 +70,6 @@ impl ApiError {
             .with_field("body")
     }
 
-    /// 501: a representation this build cannot produce (never a fake one).
-    pub fn not_implemented(field: &str, message: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::NOT_IMPLEMENTED, "NOT_IMPLEMENTED", "not_implemented", message).with_field(field)
-    }
-
     pub fn rate_limited(retry_after: u64) -> ApiError {
         let mut e = ApiError::new(StatusCode::TOO_MANY_REQUESTS, "RATE_LIMITED", "rate_limited", "rate limit exceeded, retry later");
         e.retry_after = Some(retry_after);

@@ -287,10 +287,13 @@ fn parse_doc(json: &str) -> Result<RunDocument> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("report run: {e}")))
 }
 
-/// Runs stored but not yet handed to delivery (a crash between the two, or
-/// delivery not configured), oldest first.
+/// Runs of live sites stored but not yet handed to delivery, oldest first.
 pub fn unenqueued(conn: &Connection) -> Result<Vec<RunDocument>> {
-    let mut stmt = conn.prepare_cached("SELECT content FROM report_runs WHERE enqueued_at IS NULL ORDER BY created_at, id")?;
+    let mut stmt = conn.prepare_cached(
+        "SELECT content FROM report_runs WHERE enqueued_at IS NULL
+           AND site_id IN (SELECT id FROM sites WHERE deleted_at IS NULL)
+         ORDER BY created_at, id",
+    )?;
     let docs = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
     docs.iter().map(|j| parse_doc(j)).collect()
 }

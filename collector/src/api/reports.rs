@@ -185,6 +185,11 @@ pub async fn report_runs_get(run_id: String, ctx: Ctx, p: Result<Principal, ApiE
             res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/html; charset=utf-8"));
             Ok(res)
         }
-        _ => Err(ApiError::not_implemented("format", "PDF rendering of report runs is not available in this build yet; use format=json or format=html")),
+        _ => {
+            let bytes = tokio::task::spawn_blocking(move || render::pdf(&doc)).await.map_err(ApiError::internal)??;
+            let mut res = Response::new(bytes.into());
+            res.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/pdf"));
+            Ok(res)
+        }
     }
 }

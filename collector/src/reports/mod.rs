@@ -18,6 +18,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use crate::config::Config;
+use crate::delivery::{self, Attachment, Email, Notification};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
@@ -26,38 +27,14 @@ use crate::state::Ctx;
 const ON_TIME: chrono::Duration = chrono::Duration::minutes(10);
 
 /// The scheduler job: generates every report whose latest occurrence has no
-/// run yet, then hands any stored run still waiting to delivery.
+/// run yet, then hands any stored run still waiting to delivery. A report that
+/// fails is logged and retried on the next pass; the others still go out.
 pub async fn run_due(ctx: Ctx) -> anyhow::Result<()> {
     let now = ctx.config.now();
     let configs = ctx.read(report::scheduled).await.map_err(api_err)?;
     for (config, site_id) in configs {
-        let Some(site) = ctx.read(move |c| sites::get(c, site_id)).await.map_err(api_err)? else { continue };
-        let Some(o) = config.due(&site, now) else { continue };
-        let id = config.id;
-        if ctx.read(move |c| report::has_run(c, id, o.date)).await.map_err(api_err)? {
-            continue;
-        }
-        let trigger = if now - o.at > ON_TIME { Trigger::CatchUp } else { Trigger::Schedule };
-        let period = config.period_on(&site, o.date);
-        let doc = {
-            let (site, config) = (site.clone(), config.clone());
-            ctx.read(move |c| report::build(c, &site, &config, &period, trigger, Some(o.at), now)).await.map_err(api_err)?
-        };
-        let message = message(&ctx.config, &config, &doc);
-        let stored = ctx
-            .writer
-            .apply(move |c| {
-                let inserted = report::insert_run(c, &doc, Some(o.date), now)?;
-                if inserted && enqueue(c, &message)? {
-                    report::mark_enqueued(c, doc.id, now)?;
-                }
-                Ok(inserted)
-            })
-            .await
-            .map_err(api_err)?;
-        if stored {
-            ctx.metrics.report_runs.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(report = %config.id, site = %site.id, occurrence = %o.date, trigger = trigger.as_str(), "report generated");
+        if let Err(e) = generate_due(&ctx, config.clone(), site_id, now).await {
+            tracing::error!(report = %config.id, site = %site_id, error = %format!("{e:#}"), "report generation failed");
         }
     }
     retry_unenqueued(&ctx, now).await?;
@@ -65,20 +42,52 @@ pub async fn run_due(ctx: Ctx) -> anyhow::Result<()> {
     Ok(())
 }
 
+async fn generate_due(ctx: &Ctx, config: ReportConfig, site_id: uuid::Uuid, now: DateTime<Utc>) -> anyhow::Result<()> {
+    let Some(site) = ctx.read(move |c| sites::get(c, site_id)).await.map_err(api_err)? else { return Ok(()) };
+    let Some(o) = config.due(&site, now) else { return Ok(()) };
+    let id = config.id;
+    if ctx.read(move |c| report::has_run(c, id, o.date)).await.map_err(api_err)? {
+        return Ok(());
+    }
+    let trigger = if now - o.at > ON_TIME { Trigger::CatchUp } else { Trigger::Schedule };
+    let period = config.period_on(&site, o.date);
+    let doc = {
+        let (site, config) = (site.clone(), config.clone());
+        ctx.read(move |c| report::build(c, &site, &config, &period, trigger, Some(o.at), now)).await.map_err(api_err)?
+    };
+    let notification = notification(&ctx.config, &config, &doc)?;
+    let stored = ctx
+        .writer
+        .apply(move |c| {
+            let inserted = report::insert_run(c, &doc, Some(o.date), now)?;
+            if inserted {
+                delivery::enqueue(c, &notification)?;
+                report::mark_enqueued(c, doc.id, now)?;
+            }
+            Ok(inserted)
+        })
+        .await
+        .map_err(api_err)?;
+    if stored {
+        ctx.metrics.report_runs.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(report = %config.id, site = %site.id, occurrence = %o.date, trigger = trigger.as_str(), "report generated");
+    }
+    Ok(())
+}
+
 /// Hands stored runs that were never enqueued to delivery (idempotent: the
-/// dedupe key is the run's).
+/// dedupe key is the run's). Generation enqueues in the same transaction, so
+/// this only finds runs stored while delivery could not take them.
 async fn retry_unenqueued(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<()> {
     for doc in ctx.read(report::unenqueued).await.map_err(api_err)? {
         let (site_id, report_id) = (doc.site.id, doc.report_id);
         let Some(config) = ctx.read(move |c| report::get(c, site_id, report_id)).await.map_err(api_err)? else { continue };
-        let message = message(&ctx.config, &config, &doc);
+        let notification = notification(&ctx.config, &config, &doc)?;
         let run_id = doc.id;
         ctx.writer
             .apply(move |c| {
-                if enqueue(c, &message)? {
-                    report::mark_enqueued(c, run_id, now)?;
-                }
-                Ok(())
+                delivery::enqueue(c, &notification)?;
+                report::mark_enqueued(c, run_id, now)
             })
             .await
             .map_err(api_err)?;
@@ -95,15 +104,13 @@ pub async fn send_now(ctx: &Ctx, site: analytics::model::Site, config: ReportCon
         let config = config.clone();
         ctx.read(move |c| report::build(c, &site, &config, &period, Trigger::Manual, None, now)).await?
     };
-    let message = message(&ctx.config, &config, &doc);
+    let notification = notification(&ctx.config, &config, &doc).map_err(ApiError::internal)?;
     let stored = doc.clone();
     ctx.writer
         .apply(move |c| {
             report::insert_run(c, &doc, None, now)?;
-            if enqueue(c, &message)? {
-                report::mark_enqueued(c, doc.id, now)?;
-            }
-            Ok(())
+            delivery::enqueue(c, &notification)?;
+            report::mark_enqueued(c, doc.id, now)
         })
         .await?;
     ctx.metrics.report_runs.fetch_add(1, Ordering::Relaxed);
@@ -114,93 +121,44 @@ fn api_err(e: ApiError) -> anyhow::Error {
     anyhow::anyhow!("{}", e.message)
 }
 
-/// What a report run sends: the shape of the delivery outbox's notification.
-// Read by the delivery outbox once it is part of the build (see `enqueue`).
-#[allow(dead_code)]
-#[derive(Debug, Clone)]
-pub struct Message {
-    pub site_id: String,
-    /// `daily_report`, `weekly_report`, `monthly_report` or `custom_report`.
-    pub event: String,
-    /// The same run is never delivered twice under this key.
-    pub dedupe_key: String,
-    pub subject: String,
-    /// Plain-text summary: the chat message's text.
-    pub text: String,
-    /// Key figures for chat blocks.
-    pub summary: Vec<(String, String)>,
-    /// The custom webhook's `data` object.
-    pub data: serde_json::Value,
-    pub emails: Vec<Email>,
-    pub channels: Vec<Channel>,
-}
-
-#[allow(dead_code)]
-#[derive(Debug, Clone)]
-pub struct Email {
-    pub to: String,
-    pub subject: String,
-    pub html: String,
-    pub text: String,
-    pub attachments: Vec<Attachment>,
-}
-
-#[allow(dead_code)]
-#[derive(Debug, Clone)]
-pub struct Attachment {
-    pub filename: String,
-    pub content_type: String,
-    pub bytes: Vec<u8>,
-}
-
 /// Where an Admin changes a report (the dashboard's report page).
 pub fn manage_url(config: &Config, site_id: uuid::Uuid, report_id: uuid::Uuid) -> String {
     format!("{}/dashboard/sites/{site_id}/reports/{report_id}", config.public_url)
 }
 
-fn attachment(doc: &RunDocument) -> Option<Attachment> {
+fn attachment(doc: &RunDocument) -> anyhow::Result<Option<Attachment>> {
     let stem = format!("postern-{}-{}-{}", doc.kind.as_str(), doc.period.start, doc.period.end);
-    match doc.format {
-        Format::Html => None,
-        // PDF rendering is not available yet: the e-mail carries the HTML report only.
-        Format::Pdf => None,
-        Format::Csv => Some(Attachment {
-            filename: format!("{stem}.csv"),
-            content_type: "text/csv; charset=utf-8".into(),
-            bytes: render::csv(doc).into_bytes(),
-        }),
-        Format::Json => Some(Attachment {
-            filename: format!("{stem}.json"),
-            content_type: "application/json".into(),
-            bytes: serde_json::to_vec_pretty(doc).unwrap_or_default(),
-        }),
-    }
+    let (ext, content_type, bytes) = match doc.format {
+        Format::Html => return Ok(None),
+        Format::Pdf => ("pdf", "application/pdf", render::pdf(doc)?),
+        Format::Csv => ("csv", "text/csv; charset=utf-8", render::csv(doc).into_bytes()),
+        Format::Json => ("json", "application/json", serde_json::to_vec_pretty(doc)?),
+    };
+    Ok(Some(Attachment { filename: format!("{stem}.{ext}"), content_type: content_type.to_owned(), bytes }))
 }
 
-/// Builds the delivery message of a run for its report's recipients and channels.
-pub fn message(config: &Config, report: &ReportConfig, doc: &RunDocument) -> Message {
+/// The delivery of a run: an e-mail per recipient (Admins get the link to
+/// change the report), the chat text and key figures, and the webhook data.
+pub fn notification(config: &Config, report: &ReportConfig, doc: &RunDocument) -> anyhow::Result<Notification> {
     let subject = render::subject(doc);
     let manage = manage_url(config, doc.site.id, doc.report_id);
     let spec = &report.draft.spec;
-    let emails = if spec.channels.contains(&Channel::Email) {
-        spec.recipients
-            .iter()
-            .map(|r| {
-                let link = (r.role == Role::Admin).then_some(manage.as_str());
-                Email {
-                    to: r.email.clone(),
-                    subject: subject.clone(),
-                    html: render::html(doc, link),
-                    text: render::text(doc, link),
-                    attachments: attachment(doc).into_iter().collect(),
-                }
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let mut emails = Vec::new();
+    if spec.channels.contains(&Channel::Email) {
+        let attachment = attachment(doc)?;
+        for r in &spec.recipients {
+            let link = (r.role == Role::Admin).then_some(manage.as_str());
+            emails.push(Email {
+                to: r.email.clone(),
+                subject: subject.clone(),
+                html: render::html(doc, link),
+                text: render::text(doc, link),
+                attachments: attachment.clone().into_iter().collect(),
+            });
+        }
+    }
     let (sessions, conversions) = doc.content.headline();
-    let figures = serde_json::to_value(&doc.content).unwrap_or_default();
+    let figures = serde_json::to_value(&doc.content)?;
     let data = json!({
         "sessions": sessions,
         "conversions": conversions,
@@ -210,7 +168,16 @@ pub fn message(config: &Config, report: &ReportConfig, doc: &RunDocument) -> Mes
         "period": {"start": doc.period.start, "end": doc.period.end},
         "report": figures.get(doc.kind.as_str()).cloned().unwrap_or_default(),
     });
-    Message {
+    let channels = spec
+        .channels
+        .iter()
+        .filter_map(|c| match c {
+            Channel::Email => None,
+            Channel::Slack => Some(delivery::Channel::Slack),
+            Channel::Webhook => Some(delivery::Channel::Webhook),
+        })
+        .collect();
+    Ok(Notification {
         site_id: doc.site.id.to_string(),
         event: doc.kind.event().to_owned(),
         dedupe_key: format!("report-run:{}", doc.id),
@@ -219,16 +186,8 @@ pub fn message(config: &Config, report: &ReportConfig, doc: &RunDocument) -> Mes
         summary: render::summary(doc),
         data,
         emails,
-        channels: spec.channels.iter().copied().filter(|c| *c != Channel::Email).collect(),
-    }
-}
-
-/// Hands a message to the delivery outbox inside the caller's transaction and
-/// says whether it did. The outbox (issue 5, delivery half) is not part of
-/// this build yet, so nothing is enqueued: runs stay marked "not enqueued" and
-/// are handed over by `retry_unenqueued` once it is.
-fn enqueue(_conn: &analytics::Connection, _message: &Message) -> analytics::Result<bool> {
-    Ok(false)
+        channels,
+    })
 }
 
 #[cfg(test)]
@@ -283,11 +242,11 @@ mod tests {
     #[test]
     fn admins_get_a_link_to_change_the_report_and_readers_do_not() {
         let (config, report, doc) = fixture("html");
-        let m = message(&config, &report, &doc);
+        let m = notification(&config, &report, &doc).unwrap();
         assert_eq!(m.event, "daily_report");
         assert_eq!(m.dedupe_key, format!("report-run:{}", doc.id));
         assert_eq!(m.subject, "The <Daily> Courier: Daily report for Thursday 19 November 2026");
-        assert_eq!(m.channels, vec![Channel::Slack, Channel::Webhook]);
+        assert_eq!(m.channels, vec![delivery::Channel::Slack, delivery::Channel::Webhook]);
         assert_eq!((m.data["sessions"].as_u64(), m.data["conversions"].as_u64()), (Some(1200), Some(30)));
         let link = format!("https://stats.example.com/dashboard/sites/{}/reports/{}", doc.site.id, doc.report_id);
         let [admin, reader] = &m.emails[..] else { panic!("two e-mails expected: {:?}", m.emails) };
@@ -304,7 +263,7 @@ mod tests {
     #[test]
     fn csv_and_json_formats_attach_the_figures() {
         let (config, report, doc) = fixture("csv");
-        let m = message(&config, &report, &doc);
+        let m = notification(&config, &report, &doc).unwrap();
         let a = &m.emails[0].attachments[0];
         assert_eq!(a.filename, "postern-daily-2026-11-19-2026-11-19.csv");
         assert_eq!(
@@ -313,10 +272,10 @@ mod tests {
         );
         let (config, mut report, doc) = fixture("json");
         report.draft.spec.channels = vec![Channel::Webhook];
-        let m = message(&config, &report, &doc);
+        let m = notification(&config, &report, &doc).unwrap();
         assert!(m.emails.is_empty(), "no email channel, no e-mails");
         let (_, report, doc) = fixture("json");
-        let m = message(&config, &report, &doc);
+        let m = notification(&config, &report, &doc).unwrap();
         let parsed: RunDocument = serde_json::from_slice(&m.emails[0].attachments[0].bytes).unwrap();
         assert_eq!(parsed, doc);
     }

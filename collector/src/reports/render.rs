@@ -1,7 +1,9 @@
 //! A stored report run as people read it: the same blocks rendered as an HTML
 //! document (e-mail body, `format=html`), as plain text (the e-mail's
-//! alternative part and the chat message) and as CSV (the per-day figures).
+//! alternative part and the chat message), as a PDF (with the document builder
+//! every Postern PDF uses) and as CSV (the per-day figures).
 
+use analytics::export::pdf::{self, Align, Chart, ChartKind, Document, Kpi};
 use analytics::report::content::{Breakdown, Change, DayRow, Kpis};
 use analytics::report::{Content, RunDocument};
 use chrono::{Datelike, NaiveDate};
@@ -374,6 +376,89 @@ pub fn text(doc: &RunDocument, manage: Option<&str>) -> String {
         t.push_str(&format!("\nChange this report: {url}\n"));
     }
     t
+}
+
+/// The headline figures as KPI tiles (not for custom reports, whose chosen
+/// metrics are their first block).
+fn tiles(doc: &RunDocument) -> Option<Vec<Kpi>> {
+    let k = match &doc.content {
+        Content::Daily(d) => d.kpis,
+        Content::Weekly(w) => w.kpis,
+        Content::Monthly(m) => m.kpis,
+        Content::Custom(_) => return None,
+    };
+    Some(vec![
+        Kpi::new("Sessions", int(k.sessions)),
+        Kpi::new("Ad-blocker sessions", int(k.adblock_detected)).note(format!("{} of sessions", pct(k.adblock_share))),
+        Kpi::new("Walls displayed", int(k.walls_displayed)),
+        Kpi::new("Conversions", int(k.conversions)).note(format!("{} of walls", pct(k.conversion_rate))),
+    ])
+}
+
+/// Conversions per day (weekly), sessions per week (monthly), sessions per day (custom).
+fn chart(doc: &RunDocument) -> Option<Chart> {
+    let (kind, labels, values): (ChartKind, Vec<String>, Vec<f64>) = match &doc.content {
+        Content::Daily(_) => return None,
+        Content::Weekly(w) => (
+            ChartKind::Bars,
+            w.days.iter().map(|d| d.date.format("%a %d").to_string()).collect(),
+            w.days.iter().map(|d| d.kpis.conversions as f64).collect(),
+        ),
+        Content::Monthly(m) => (
+            ChartKind::Bars,
+            m.weeks.iter().map(|w| w.week.clone()).collect(),
+            m.weeks.iter().map(|w| w.kpis.sessions as f64).collect(),
+        ),
+        Content::Custom(c) => {
+            let values: Option<Vec<f64>> = c.days.iter().map(|d| d.get("sessions").and_then(|v| v.as_f64())).collect();
+            let labels = c.days.iter().map(|d| d.get("date").and_then(|v| v.as_str()).unwrap_or_default().to_owned()).collect();
+            (ChartKind::Line, labels, values.filter(|v| v.len() > 1)?)
+        }
+    };
+    Some(Chart { kind, labels, values })
+}
+
+/// The report as a PDF document: title, KPI tiles, a chart, then every block.
+pub fn pdf(doc: &RunDocument) -> analytics::Result<Vec<u8>> {
+    let mut d = Document::new(format!("{}: {}", doc.report_name, period_label(doc)));
+    d.subtitle(format!("{} ({})", doc.site.name, doc.site.domain));
+    d.subtitle(format!("{} to {}, days in {}", doc.period.start, doc.period.end, doc.site.timezone));
+    d.footer(format!("Postern · generated {}", doc.generated_at));
+    if let Some(t) = tiles(doc) {
+        d.kpis(t);
+    }
+    if let Some(c) = chart(doc) {
+        d.chart(c);
+    }
+    for block in blocks(doc) {
+        match block {
+            Block::Figures { title, items } => {
+                d.heading(title);
+                let mut t = pdf::Table::new(&[("Figure", Align::Left), ("Value", Align::Right)]);
+                for (k, v) in items {
+                    t.row([k, v]);
+                }
+                d.table(t);
+            }
+            Block::Table { title, head, rows } => {
+                d.heading(title);
+                let columns: Vec<(&str, Align)> =
+                    head.iter().enumerate().map(|(i, h)| (h.as_str(), if i == 0 { Align::Left } else { Align::Right })).collect();
+                let mut t = pdf::Table::new(&columns);
+                for row in rows {
+                    t.row(row);
+                }
+                d.table(t);
+            }
+            Block::Notes { title, lines } => {
+                d.heading(title);
+                for l in lines {
+                    d.paragraph(l);
+                }
+            }
+        }
+    }
+    d.render()
 }
 
 /// The run's figures per day (per week for monthly reports) as RFC 4180 CSV.

@@ -11,6 +11,10 @@ use chrono::{DateTime, Datelike, Days, Months, NaiveDate, TimeZone, Utc};
 use chrono_tz::Europe::Paris;
 use serde_json::{json, Value};
 
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::receivers::{HttpReceiver, SmtpReceiver};
 use crate::support::*;
 
 fn recipients() -> Value {
@@ -56,7 +60,10 @@ fn serve_args(clock: &str) -> Vec<String> {
 }
 
 fn restart_at(app: &mut TestApp, clock: &str) {
-    let args = serve_args(clock);
+    restart_at_with(app, serve_args(clock));
+}
+
+fn restart_at_with(app: &mut TestApp, args: Vec<String>) {
     app.restart_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
     wait_for_pass(app);
 }
@@ -232,6 +239,29 @@ fn ingest(app: &TestApp, country: &str, events: &[Value]) {
     }
 }
 
+/// The text of a run's PDF, as poppler's `pdftotext` reads it.
+fn pdf_text(bytes: &[u8]) -> String {
+    assert!(bytes.starts_with(b"%PDF-"), "not a PDF: {:?}", &bytes[..bytes.len().min(16)]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.pdf");
+    std::fs::write(&path, bytes).unwrap();
+    let out = std::process::Command::new("pdftotext").arg("-layout").arg(&path).arg("-").output().expect("pdftotext (poppler-utils)");
+    assert!(out.status.success(), "pdftotext failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[track_caller]
+fn fetch_pdf(app: &TestApp, run_id: &str) -> String {
+    let res = app
+        .request(reqwest::Method::GET, &format!("/v1/report-runs/{run_id}?format=pdf"))
+        .bearer_auth(&app.key)
+        .send()
+        .expect("HTTP request");
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(res.headers().get("content-type").and_then(|v| v.to_str().ok()), Some("application/pdf"));
+    pdf_text(&res.bytes().unwrap())
+}
+
 fn send_now(app: &TestApp, site: &str, report: &Value) -> Value {
     let a = app.post(&format!("/v1/sites/{site}/reports/{}/send", report["id"].as_str().unwrap()), &json!({}));
     a.expect(201);
@@ -297,9 +327,10 @@ fn each_report_type_has_the_known_answers() {
     }
     // No link to change the report in the API's copy (that is for Admin e-mails).
     assert!(!html.text.contains("Change this report"));
-    let pdf = app.get(&format!("/v1/report-runs/{run_id}?format=pdf"));
-    pdf.expect(501);
-    assert_eq!(pdf.error().1.as_deref(), Some("format"));
+    let pdf = fetch_pdf(&app, run_id);
+    for needle in ["Daily report", "daily.example.com", "60.00% of sessions", "50.00% of walls", "+25.00% vs 4", "adblock_detected (3)", "mobile (60.00% of sessions)"] {
+        assert!(pdf.contains(needle), "{needle:?} missing from the PDF text:\n{pdf}");
+    }
     let a = app.get(&format!("/v1/report-runs/{run_id}?format=docx"));
     a.expect(400);
     assert_eq!(a.error(), ("INVALID_REQUEST".into(), Some("format".into()), "invalid".into()));
@@ -414,6 +445,10 @@ fn each_report_type_has_the_known_answers() {
     assert_eq!(rules, ["high_adblock_share", "set_revenue_figure"]);
     let html = app.get(&format!("/v1/report-runs/{}?format=html", run["id"].as_str().unwrap()));
     assert!(html.text.contains("Not estimated: no revenue per 1000 pageviews is configured"), "{}", html.text);
+    let pdf = fetch_pdf(&app, run["id"].as_str().unwrap());
+    for needle in ["Monthly report", "Weekly evolution", "Estimated recovered revenue", "Recommendations", "70.00% of sessions (70 of 100)"] {
+        assert!(pdf.contains(needle), "{needle:?} missing from the PDF text:\n{pdf}");
+    }
     assert_eq!(runs(&app, &site_m, &report).len(), 2);
 
     // Custom: mobile visitors from France, on a fixed period, with the wall_displayed count.
@@ -528,4 +563,87 @@ fn scheduled_reports_fire_at_local_eight_once_per_period_across_restarts_dst_and
     let kept = runs(&app, &ny, &daily)[0]["id"].as_str().unwrap().to_owned();
     app.delete(&format!("/v1/sites/{ny}/reports/{rid}")).expect(204);
     app.get(&format!("/v1/report-runs/{kept}")).expect(200);
+}
+
+#[test]
+fn a_scheduled_report_arrives_by_email_slack_and_signed_webhook_once() {
+    const WAIT: Duration = Duration::from_secs(60);
+    let smtp = SmtpReceiver::start();
+    let slack = HttpReceiver::start(&[]);
+    let hook = HttpReceiver::start(&[]);
+    // 07:00 in Paris on a past 1st of the month; the report is due at 08:00.
+    let eight = known_answer_clock() - chrono::Duration::hours(2);
+    let with = |clock: DateTime<Utc>| {
+        let mut args = serve_args(&clock.to_rfc3339());
+        args.extend(smtp.flags());
+        args.extend(["--delivery-retry-base-ms".to_owned(), "200".to_owned(), "--public-url".to_owned(), "https://stats.example.com".to_owned()]);
+        args
+    };
+    let args = with(eight - chrono::Duration::hours(1));
+    let mut app = TestApp::spawn_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let site = id(&app.create_site("courier.example.com", "Europe/Paris"));
+    let yesterday = eight.with_timezone(&Paris).date_naive().pred_opt().unwrap();
+    let mut ev = Vec::new();
+    sessions(&mut ev, &site, "conv", yesterday, 1, "mobile", Some("control"), &["pageview", "adblock_detected", "wall_displayed", "conversion_allowlist"]);
+    sessions(&mut ev, &site, "clean", yesterday, 4, "desktop", None, &["pageview"]);
+    ingest(&app, "FR", &ev);
+    app.post(&format!("/v1/sites/{site}/integrations"), &json!({"kind": "slack", "url": slack.url, "events": ["daily_report"]})).expect(201);
+    let webhook = app.post(&format!("/v1/sites/{site}/integrations"), &json!({"kind": "webhook", "url": hook.url, "events": ["daily_report"]})).expect(201).body.clone();
+    let secret = webhook["secret"].as_str().unwrap().to_owned();
+    let report = create_report(
+        &app,
+        &site,
+        json!({"type": "daily", "recipients": recipients(), "channels": ["email", "slack", "webhook"], "format": "pdf"}),
+    );
+
+    restart_at_with(&mut app, with(eight + chrono::Duration::seconds(30)));
+    let run = runs(&app, &site, &report);
+    assert_eq!(run.len(), 1);
+    assert_eq!(run[0]["trigger"], "schedule");
+    assert!(run[0]["enqueued_at"].is_string(), "{}", run[0]);
+    let subject = format!("Site courier.example.com: Daily report for {}", yesterday.format("%A %-d %B %Y"));
+
+    let mut mails = vec![smtp.next_message(WAIT), smtp.next_message(WAIT)];
+    mails.sort_by_key(|m| m["rcpt_tos"][0].as_str().unwrap().to_owned());
+    let link = format!("https://stats.example.com/dashboard/sites/{site}/reports/{}", report["id"].as_str().unwrap());
+    for (mail, to, admin) in [(&mails[0], "ana@example.com", true), (&mails[1], "bob@example.com", false)] {
+        assert_eq!(mail["rcpt_tos"], json!([to]));
+        assert_eq!(mail["subject"], subject);
+        let (html, text) = (mail["html"].as_str().unwrap(), mail["text"].as_str().unwrap());
+        assert!(text.contains("- Sessions: 5 (+5 vs 0 the day before)"), "{text}");
+        assert!(html.contains("1 (100.00% of walls)"), "{html}");
+        assert_eq!(html.contains(&link), admin, "only Admins get the link: {html}");
+        assert_eq!(text.contains(&link), admin, "{text}");
+        let attachments = mail["attachments"].as_array().unwrap();
+        assert_eq!(attachments.len(), 1, "{mail:#}");
+        assert_eq!(attachments[0]["filename"], format!("postern-daily-{yesterday}-{yesterday}.pdf"));
+        assert_eq!(attachments[0]["content_type"], "application/pdf");
+        let pdf = pdf_text(&hex::decode(attachments[0]["hex"].as_str().unwrap()).unwrap());
+        assert!(pdf.contains("Daily report") && pdf.contains("100.00% of walls"), "{pdf}");
+    }
+
+    let got = slack.wait_for(1, WAIT);
+    let body = got[0].json();
+    assert!(body["text"].as_str().unwrap().contains(&subject), "{body}");
+    assert!(body["blocks"].to_string().contains("Sessions"), "{body}");
+
+    let got = hook.wait_for(1, WAIT).remove(0);
+    assert_eq!(got.header("postern-event"), "daily_report");
+    let timestamp = got.header("postern-timestamp").to_owned();
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(format!("{timestamp}.{}", got.body).as_bytes());
+    assert_eq!(got.header("postern-signature"), format!("v1={}", hex::encode(mac.finalize().into_bytes())));
+    let body = got.json();
+    assert_eq!((body["event"].as_str(), body["site_id"].as_str()), (Some("daily_report"), Some(site.as_str())));
+    assert_eq!((body["data"]["sessions"].as_u64(), body["data"]["conversions"].as_u64()), (Some(5), Some(1)));
+    assert_eq!(body["data"]["run_id"], run[0]["id"]);
+
+    // Every delivery is recorded once; a restart at the same moment sends nothing again.
+    let deliveries = |app: &TestApp| app.get(&format!("/v1/sites/{site}/deliveries")).expect(200).body["deliveries"].as_array().unwrap().len();
+    assert_eq!(deliveries(&app), 4, "two e-mails, the Slack message and the webhook");
+    restart_at_with(&mut app, with(eight + chrono::Duration::seconds(50)));
+    assert_eq!(runs(&app, &site, &report).len(), 1);
+    assert_eq!(deliveries(&app), 4);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(smtp.pending().is_empty() && slack.received().len() == 1 && hook.received().len() == 1, "nothing is sent twice");
 }
