@@ -31,6 +31,8 @@ const POLL: Duration = Duration::from_millis(250);
 const BATCH: usize = 16;
 /// One HTTP delivery may take this long, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Further tries to record an attempt when the database is busy.
+const RECORD_RETRIES: usize = 3;
 /// Stored error messages are cut to this many characters.
 const ERROR_MAX: usize = 500;
 
@@ -158,9 +160,18 @@ impl Sender {
         let attempt = Attempt { started_at, latency_ms, status, error, outcome };
         let writer = self.writer.clone();
         let seq = row.seq;
+        // An unrecorded success would be sent again: retry a write that lost to a busy database.
         let recorded = tokio::task::spawn_blocking(move || {
             let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
-            w.run(|c| outbox::record(c, seq, attempt_no, &attempt))
+            let mut result = w.run(|c| outbox::record(c, seq, attempt_no, &attempt));
+            for _ in 0..RECORD_RETRIES {
+                if !matches!(result, Err(analytics::Error::Sqlite(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                result = w.run(|c| outbox::record(c, seq, attempt_no, &attempt));
+            }
+            result
         })
         .await;
         match recorded {

@@ -102,6 +102,28 @@ fn an_email_integration_receives_html_text_and_the_attachment_over_real_smtp() {
 }
 
 #[test]
+fn a_transient_smtp_reply_is_retried_and_a_permanent_one_is_not() {
+    for (reply, expected) in [
+        ("451 4.3.0 Try again later", vec![(451, "retry".to_owned()), (250, "delivered".to_owned())]),
+        ("550 5.1.1 No such user", vec![(550, "failed".to_owned())]),
+    ] {
+        let smtp = SmtpReceiver::refusing(&[reply]);
+        let app = spawn(100, &smtp.flags());
+        let site = id(&app.create_site("smtp.example.com", "UTC"));
+        let integration = create_integration(&app, &site, json!({"kind": "email", "email": "ops@example.com"}));
+        let delivery = send_test(&app, &site, integration["id"].as_str().unwrap());
+        let d = wait_delivery(&app, &site, &delivery, finished);
+        assert_eq!(statuses(&d), expected, "{reply}: {d:#}");
+        assert!(d["attempts"][0]["error"].as_str().unwrap().contains(&reply[..3]), "{d:#}");
+        if d["state"] == "delivered" {
+            assert_eq!(smtp.next_message(WAIT)["subject"], "Postern test message");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(smtp.pending().is_empty(), "{reply}: no other message");
+    }
+}
+
+#[test]
 fn the_slack_message_has_text_and_blocks_and_its_url_is_masked_after_creation() {
     let hook = HttpReceiver::start(&[]);
     let app = spawn(200, &[]);

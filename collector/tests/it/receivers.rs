@@ -165,9 +165,16 @@ pub struct SmtpReceiver {
 
 impl SmtpReceiver {
     pub fn start() -> SmtpReceiver {
+        SmtpReceiver::refusing(&[])
+    }
+
+    /// A server that answers the first messages' DATA with these replies
+    /// (e.g. `451 4.3.0 Try again later`) instead of accepting them.
+    pub fn refusing(replies: &[&str]) -> SmtpReceiver {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it/smtp_receiver.py");
         let mut child = Command::new(python())
             .arg(script)
+            .args(replies)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

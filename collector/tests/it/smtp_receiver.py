@@ -1,8 +1,10 @@
 """A real SMTP server (aiosmtpd) for the delivery tests.
 
 Listens on 127.0.0.1 on a free port, prints "listening <port>", then one JSON
-line per received message: envelope, headers, the text and HTML parts and the
-attachments (base64), as Python's e-mail parser sees them.
+line per accepted message: envelope, headers, the text and HTML parts and the
+attachments (hex), as Python's e-mail parser sees them. Arguments are replies
+(e.g. "451 4.3.0 Try again later") given instead of accepting the first
+messages, in order.
 """
 import asyncio
 import json
@@ -14,7 +16,12 @@ from aiosmtpd.smtp import SMTP
 
 
 class Handler:
+    def __init__(self, refusals):
+        self.refusals = refusals
+
     async def handle_DATA(self, server, session, envelope):
+        if self.refusals:
+            return self.refusals.pop(0)
         msg = BytesParser(policy=policy.default).parsebytes(envelope.content)
         text = msg.get_body(preferencelist=("plain",))
         html = msg.get_body(preferencelist=("html",))
@@ -43,7 +50,8 @@ class Handler:
 
 async def main():
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: SMTP(Handler()), "127.0.0.1", 0)
+    handler = Handler(sys.argv[1:])
+    server = await loop.create_server(lambda: SMTP(handler), "127.0.0.1", 0)
     print("listening", server.sockets[0].getsockname()[1], flush=True)
     # Exit when the test closes our stdin (or dies).
     await loop.run_in_executor(None, sys.stdin.read)
