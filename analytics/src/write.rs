@@ -41,7 +41,12 @@ impl Writer {
 
     /// Starts a group transaction: many commands, one commit.
     pub fn begin(&mut self) -> Result<Group<'_>> {
-        Ok(Group { tx: self.conn.transaction()?, cache: &mut self.sessions, staged: Staged::default() })
+        // IMMEDIATE takes the write lock up front, waiting (busy timeout) while
+        // another write connection (the outbox sender, the alerts job) commits.
+        // A deferred transaction that read first would instead fail at once
+        // with "database is locked" when it tries to write after such a commit.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        Ok(Group { tx, cache: &mut self.sessions, staged: Staged::default() })
     }
 
     /// Runs one change in its own transaction.
