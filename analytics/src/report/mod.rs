@@ -429,9 +429,9 @@ mod tests {
         // Newest first: the manual run was stored last.
         assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), vec![manual.id, first.id]);
         assert_eq!(store.read(|c| get_run(c, first.id)).unwrap(), Some(first.clone()));
-        assert_eq!(store.read(|c| unenqueued(c)).unwrap().len(), 2);
+        assert_eq!(store.read(unenqueued).unwrap().len(), 2);
         writer.run(|c| mark_enqueued(c, first.id, now)).unwrap();
-        assert_eq!(store.read(|c| unenqueued(c)).unwrap(), vec![manual.clone()]);
+        assert_eq!(store.read(unenqueued).unwrap(), vec![manual.clone()]);
 
         let site_id = site.id.to_string();
         let all = store.read(|c| runs_between(c, &site_id, now - chrono::Duration::hours(1), now + chrono::Duration::hours(1))).unwrap();

@@ -55,7 +55,7 @@ async fn generate_due(ctx: &Ctx, config: ReportConfig, site_id: uuid::Uuid, now:
         let (site, config) = (site.clone(), config.clone());
         ctx.read(move |c| report::build(c, &site, &config, &period, trigger, Some(o.at), now)).await.map_err(api_err)?
     };
-    let notification = notification(&ctx.config, &config, &doc)?;
+    let notification = build_notification(ctx, &config, &doc).await?;
     let stored = ctx
         .writer
         .apply(move |c| {
@@ -82,7 +82,7 @@ async fn retry_unenqueued(ctx: &Ctx, now: DateTime<Utc>) -> anyhow::Result<()> {
     for doc in ctx.read(report::unenqueued).await.map_err(api_err)? {
         let (site_id, report_id) = (doc.site.id, doc.report_id);
         let Some(config) = ctx.read(move |c| report::get(c, site_id, report_id)).await.map_err(api_err)? else { continue };
-        let notification = notification(&ctx.config, &config, &doc)?;
+        let notification = build_notification(ctx, &config, &doc).await?;
         let run_id = doc.id;
         ctx.writer
             .apply(move |c| {
@@ -104,7 +104,7 @@ pub async fn send_now(ctx: &Ctx, site: analytics::model::Site, config: ReportCon
         let config = config.clone();
         ctx.read(move |c| report::build(c, &site, &config, &period, Trigger::Manual, None, now)).await?
     };
-    let notification = notification(&ctx.config, &config, &doc).map_err(ApiError::internal)?;
+    let notification = build_notification(ctx, &config, &doc).await.map_err(ApiError::internal)?;
     let stored = doc.clone();
     ctx.writer
         .apply(move |c| {
@@ -115,6 +115,12 @@ pub async fn send_now(ctx: &Ctx, site: analytics::model::Site, config: ReportCon
         .await?;
     ctx.metrics.report_runs.fetch_add(1, Ordering::Relaxed);
     Ok(stored)
+}
+
+/// Renders the notification (HTML, text, PDF) off the async threads.
+async fn build_notification(ctx: &Ctx, config: &ReportConfig, doc: &RunDocument) -> anyhow::Result<Notification> {
+    let (settings, config, doc) = (ctx.config.clone(), config.clone(), doc.clone());
+    tokio::task::spawn_blocking(move || notification(&settings, &config, &doc)).await?
 }
 
 fn api_err(e: ApiError) -> anyhow::Error {

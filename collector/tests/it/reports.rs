@@ -603,7 +603,7 @@ fn a_scheduled_report_arrives_by_email_slack_and_signed_webhook_once() {
     assert!(run[0]["enqueued_at"].is_string(), "{}", run[0]);
     let subject = format!("Site courier.example.com: Daily report for {}", yesterday.format("%A %-d %B %Y"));
 
-    let mut mails = vec![smtp.next_message(WAIT), smtp.next_message(WAIT)];
+    let mut mails = [smtp.next_message(WAIT), smtp.next_message(WAIT)];
     mails.sort_by_key(|m| m["rcpt_tos"][0].as_str().unwrap().to_owned());
     let link = format!("https://stats.example.com/dashboard/sites/{site}/reports/{}", report["id"].as_str().unwrap());
     for (mail, to, admin) in [(&mails[0], "ana@example.com", true), (&mails[1], "bob@example.com", false)] {
