@@ -396,15 +396,17 @@ fn tiles(doc: &RunDocument) -> Option<Vec<Kpi>> {
 }
 
 /// Conversions per day (weekly), sessions per week (monthly), sessions per day (custom).
-fn chart(doc: &RunDocument) -> Option<Chart> {
-    let (kind, labels, values): (ChartKind, Vec<String>, Vec<f64>) = match &doc.content {
+fn chart(doc: &RunDocument) -> Option<(&'static str, Chart)> {
+    let (title, kind, labels, values): (&str, ChartKind, Vec<String>, Vec<f64>) = match &doc.content {
         Content::Daily(_) => return None,
         Content::Weekly(w) => (
+            "Conversions per day",
             ChartKind::Bars,
             w.days.iter().map(|d| d.date.format("%a %d").to_string()).collect(),
             w.days.iter().map(|d| d.kpis.conversions as f64).collect(),
         ),
         Content::Monthly(m) => (
+            "Sessions per week",
             ChartKind::Bars,
             m.weeks.iter().map(|w| w.week.clone()).collect(),
             m.weeks.iter().map(|w| w.kpis.sessions as f64).collect(),
@@ -412,10 +414,10 @@ fn chart(doc: &RunDocument) -> Option<Chart> {
         Content::Custom(c) => {
             let values: Option<Vec<f64>> = c.days.iter().map(|d| d.get("sessions").and_then(|v| v.as_f64())).collect();
             let labels = c.days.iter().map(|d| d.get("date").and_then(|v| v.as_str()).unwrap_or_default().to_owned()).collect();
-            (ChartKind::Line, labels, values.filter(|v| v.len() > 1)?)
+            ("Sessions per day", ChartKind::Line, labels, values.filter(|v| v.len() > 1)?)
         }
     };
-    Some(Chart { kind, labels, values })
+    Some((title, Chart { kind, labels, values }))
 }
 
 /// The report as a PDF document: title, KPI tiles, a chart, then every block.
@@ -427,7 +429,8 @@ pub fn pdf(doc: &RunDocument) -> analytics::Result<Vec<u8>> {
     if let Some(t) = tiles(doc) {
         d.kpis(t);
     }
-    if let Some(c) = chart(doc) {
+    if let Some((title, c)) = chart(doc) {
+        d.heading(title);
         d.chart(c);
     }
     for block in blocks(doc) {

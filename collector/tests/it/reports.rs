@@ -446,7 +446,7 @@ fn each_report_type_has_the_known_answers() {
     let html = app.get(&format!("/v1/report-runs/{}?format=html", run["id"].as_str().unwrap()));
     assert!(html.text.contains("Not estimated: no revenue per 1000 pageviews is configured"), "{}", html.text);
     let pdf = fetch_pdf(&app, run["id"].as_str().unwrap());
-    for needle in ["Monthly report", "Weekly evolution", "Estimated recovered revenue", "Recommendations", "70.00% of sessions (70 of 100)"] {
+    for needle in ["Monthly report", "Sessions per week", "Weekly evolution", "Estimated recovered revenue", "Recommendations", "70.00% of sessions (70 of 100)"] {
         assert!(pdf.contains(needle), "{needle:?} missing from the PDF text:\n{pdf}");
     }
     assert_eq!(runs(&app, &site_m, &report).len(), 2);
