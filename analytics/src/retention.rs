@@ -77,8 +77,13 @@ pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<
         "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 LIMIT ?2)",
         params![site, limit],
     )?;
+    conn.execute(
+        "DELETE FROM session_index WHERE site = ?1 AND session_id IN
+             (SELECT session_id FROM sessions WHERE site = ?1 ORDER BY seq LIMIT ?2)",
+        params![site, limit],
+    )?;
     n += conn.execute(
-        "DELETE FROM sessions WHERE (site, session_id) IN (SELECT site, session_id FROM sessions WHERE site = ?1 LIMIT ?2)",
+        "DELETE FROM sessions WHERE seq IN (SELECT seq FROM sessions WHERE site = ?1 ORDER BY seq LIMIT ?2)",
         params![site, limit],
     )?;
     n += purge_rollups(conn, site, i64::MAX, batch)?;

@@ -9,8 +9,11 @@
 //!
 //! Within a group transaction the session states and rollup deltas are kept in
 //! memory and written once per distinct session and rollup row just before the
-//! commit; a bounded cache of recently seen sessions spares most lookups.
+//! commit. Sessions are appended in arrival order and found through the
+//! writer's memory or an index merged in bulk ([`sessions`]).
 //! What a failed savepoint or a failed commit staged is thrown away.
+
+mod sessions;
 
 use std::collections::HashMap;
 
@@ -19,24 +22,20 @@ use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
+use sessions::{Known, SessionKey, Sessions};
 
-/// Sessions kept in each generation of the cache (the cache holds up to two):
-/// about 5 MB, enough for the sessions active in the last half hour of a busy site.
-const CACHE_GENERATION: usize = 32_768;
-
-type SessionKey = (i64, String);
 type RollupKey = (i64, i64, i64, String, String);
 type CountKey = (i64, i64, i64, i64, String);
 
 /// Owner of the write connection.
 pub struct Writer {
     conn: Connection,
-    sessions: SessionCache,
+    sessions: Sessions,
 }
 
 impl Writer {
     pub(crate) fn new(conn: Connection) -> Writer {
-        Writer { conn, sessions: SessionCache::default() }
+        Writer { conn, sessions: Sessions::default() }
     }
 
     /// Starts a group transaction: many commands, one commit.
@@ -46,7 +45,7 @@ impl Writer {
         // A deferred transaction that read first would instead fail at once
         // with "database is locked" when it tries to write after such a commit.
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Ok(Group { tx, cache: &mut self.sessions, staged: Staged::default() })
+        Ok(Group { tx, sessions: &mut self.sessions, staged: Staged::default(), written: Vec::new(), broken: false })
     }
 
     /// Runs one change in its own transaction.
@@ -58,42 +57,18 @@ impl Writer {
     }
 }
 
-/// Recently seen sessions as committed, in two generations: when the young one
-/// is full it becomes the old one and the previous old one is dropped. A hit in
-/// the old generation moves the session back to the young one.
-#[derive(Default)]
-struct SessionCache {
-    young: HashMap<SessionKey, SessionState>,
-    old: HashMap<SessionKey, SessionState>,
-}
-
-impl SessionCache {
-    fn get(&mut self, key: &SessionKey) -> Option<SessionState> {
-        if let Some(s) = self.young.get(key) {
-            return Some(s.clone());
-        }
-        let s = self.old.remove(key)?;
-        self.insert(key.clone(), s.clone());
-        Some(s)
-    }
-
-    fn insert(&mut self, key: SessionKey, state: SessionState) {
-        if self.young.len() >= CACHE_GENERATION && !self.young.contains_key(&key) {
-            self.old = std::mem::take(&mut self.young);
-        }
-        self.young.insert(key, state);
-    }
-
-    fn clear(&mut self) {
-        self.young.clear();
-        self.old.clear();
-    }
+/// A session state waiting to be written: `seq` is `None` for a new session.
+#[derive(Clone)]
+struct Pending {
+    seq: Option<i64>,
+    state: SessionState,
+    last_seen: i64,
 }
 
 /// Changes waiting to be written before the commit.
 #[derive(Default)]
 struct Staged {
-    sessions: HashMap<SessionKey, (SessionState, i64)>,
+    sessions: HashMap<SessionKey, Pending>,
     rollups: HashMap<RollupKey, [i64; 6]>,
     counts: HashMap<CountKey, i64>,
     /// Raw events stored, per (site, event type).
@@ -125,12 +100,19 @@ impl Staged {
     }
 }
 
+/// Sessions a group wrote, for the writer's memory once the group commits:
+/// key, row and state, and whether the row is new.
+type Written = Vec<(SessionKey, Known, bool)>;
+
 /// A transaction shared by several commands. Each command runs in its own
 /// savepoint, so one failing command leaves the others' work in place.
 pub struct Group<'a> {
     tx: Transaction<'a>,
-    cache: &'a mut SessionCache,
+    sessions: &'a mut Sessions,
     staged: Staged,
+    written: Written,
+    /// Staged changes were only partly written: the group must not commit.
+    broken: bool,
 }
 
 impl Group<'_> {
@@ -140,7 +122,7 @@ impl Group<'_> {
         let mut mine = Staged::default();
         let acks = events
             .iter()
-            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.cache))
+            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.sessions))
             .collect::<Result<Vec<_>>>()?;
         sp.commit()?;
         self.staged.merge(mine);
@@ -156,27 +138,47 @@ impl Group<'_> {
         Ok(out)
     }
 
-    /// Runs maintenance that may change sessions or rollups (retention): the
-    /// staged changes are written first and the session cache is emptied.
+    /// Runs maintenance that may change rollups or delete deleted sites'
+    /// sessions (retention): the staged changes are written first. What the
+    /// writer remembers of a deleted site's sessions is left: that site takes
+    /// no more events.
     pub fn maintain<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        flush(&self.tx, &std::mem::take(&mut self.staged))?;
-        self.cache.clear();
+        let staged = std::mem::take(&mut self.staged);
+        let before = self.written.len();
+        if let Err(e) = flush(&self.tx, &staged, &mut self.written) {
+            self.broken = true;
+            return Err(e);
+        }
+        // Sessions appended here are not in the writer's memory until the
+        // commit: later commands of this group find them staged.
+        for (key, known, _) in &self.written[before..] {
+            let last_seen = staged.sessions[key].last_seen;
+            self.staged.sessions.insert(key.clone(), Pending { seq: Some(known.seq), state: known.state.clone(), last_seen });
+        }
         self.apply(f)
     }
 
     pub fn commit(mut self) -> Result<()> {
+        if self.broken {
+            self.sessions.reset();
+            return Err(crate::Error::Conflict("a write of this transaction failed; nothing was committed".into()));
+        }
         let staged = std::mem::take(&mut self.staged);
-        let written = flush(&self.tx, &staged).and_then(|()| Ok(self.tx.commit()?));
-        match written {
-            Ok(()) => {
-                for (key, (state, _)) in staged.sessions {
-                    self.cache.insert(key, state);
-                }
+        let mut written = std::mem::take(&mut self.written);
+        let outcome = flush(&self.tx, &staged, &mut written).and_then(|()| {
+            let first_new = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
+            let merged = self.sessions.merge_if_full(&self.tx, first_new)?;
+            self.tx.commit()?;
+            Ok(merged)
+        });
+        match outcome {
+            Ok(merged) => {
+                self.sessions.committed(written, merged);
                 Ok(())
             }
             Err(e) => {
-                // What the cache holds may no longer match the database.
-                self.cache.clear();
+                // What the memory holds may no longer match the database.
+                self.sessions.reset();
                 Err(e)
             }
         }
@@ -185,7 +187,7 @@ impl Group<'_> {
 
 /// What a session contributes to the rollups, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct SessionState {
+pub(crate) struct SessionState {
     first_hour: i64,
     device: i64,
     country: String,
@@ -212,7 +214,7 @@ fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
-fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged, cache: &mut SessionCache) -> Result<Ack> {
+fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged, sessions: &mut Sessions) -> Result<Ack> {
     if let Some(client_id) = &e.client_event_id {
         let existing = conn
             .prepare_cached("SELECT id, received_at FROM events WHERE site = ?1 AND client_event_id = ?2")?
@@ -230,11 +232,11 @@ fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged
     let id = Uuid::now_v7();
     let hour = hour_of(e.occurred_at);
     let key: SessionKey = (e.site_seq, e.session_id.clone());
-    let old = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
-        Some((s, _)) => Some(s.clone()),
-        None => match cache.get(&key) {
-            Some(s) => Some(s),
-            None => load_session(conn, e.site_seq, &e.session_id)?,
+    let (seq, old) = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
+        Some(p) => (p.seq, Some(p.state.clone())),
+        None => match sessions.get(conn, &key)? {
+            Some(k) => (Some(k.seq), Some(k.state)),
+            None => (None, None),
         },
     };
     let mut new = old.clone().unwrap_or_else(|| SessionState {
@@ -291,29 +293,10 @@ fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged
     *mine.raw.entry((e.site_seq, e.event_type.code())).or_default() += 1;
     // A session row is written when the session is new or changed.
     if old.as_ref() != Some(&new) {
-        mine.sessions.insert(key, (new, e.occurred_at.timestamp_millis()));
+        mine.sessions.insert(key, Pending { seq, state: new, last_seen: e.occurred_at.timestamp_millis() });
     }
 
     Ok(Ack { id, received_at: e.received_at, duplicate: false })
-}
-
-fn load_session(conn: &Connection, site: i64, session_id: &str) -> Result<Option<SessionState>> {
-    Ok(conn
-        .prepare_cached(
-            "SELECT first_hour, device, country, variant, forced, flags FROM sessions
-             WHERE site = ?1 AND session_id = ?2",
-        )?
-        .query_row(params![site, session_id], |r| {
-            Ok(SessionState {
-                first_hour: r.get(0)?,
-                device: r.get(1)?,
-                country: r.get(2)?,
-                variant: r.get(3)?,
-                forced: r.get(4)?,
-                flags: r.get(5)?,
-            })
-        })
-        .optional()?)
 }
 
 /// Adds `n` (negative to subtract) to a site's count of stored raw events of a type.
@@ -326,17 +309,30 @@ pub(crate) fn add_raw_total(conn: &Connection, site: i64, event_type: i64, n: i6
     Ok(())
 }
 
-/// Writes what a group staged: changed sessions, then rollup and count deltas.
-fn flush(conn: &Connection, staged: &Staged) -> Result<()> {
-    let mut session = conn.prepare_cached(
+/// Writes what a group staged: changed sessions (listed in `written`), then
+/// rollup and count deltas.
+fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()> {
+    let mut append = conn.prepare_cached(
         "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (site, session_id) DO UPDATE SET
-             first_hour = excluded.first_hour, variant = excluded.variant, forced = excluded.forced,
-             flags = excluded.flags, last_seen = max(last_seen, excluded.last_seen)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?;
-    for ((site, id), (s, seen)) in &staged.sessions {
-        session.execute(params![site, id, s.first_hour, s.device, s.country, s.variant, s.forced, s.flags, seen])?;
+    let mut update = conn.prepare_cached(
+        "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = max(last_seen, ?6)
+         WHERE seq = ?1",
+    )?;
+    for (key, p) in &staged.sessions {
+        let s = &p.state;
+        let seq = match p.seq {
+            Some(seq) => {
+                update.execute(params![seq, s.first_hour, s.variant, s.forced, s.flags, p.last_seen])?;
+                seq
+            }
+            None => {
+                append.execute(params![key.0, key.1, s.first_hour, s.device, s.country, s.variant, s.forced, s.flags, p.last_seen])?;
+                conn.last_insert_rowid()
+            }
+        };
+        written.push((key.clone(), Known { seq, state: s.clone() }, p.seq.is_none()));
     }
     let mut rollup = conn.prepare_cached(
         "INSERT INTO rollup_hourly (site, hour, device, country, variant,
@@ -598,6 +594,67 @@ mod tests {
         assert_eq!((offer.impressions, offer.conversions), (0, 0));
         let emotional = ab.iter().find(|v| v.name == "emotional").unwrap();
         assert_eq!((emotional.impressions, emotional.conversions), (1, 1));
+    }
+
+    fn rollup_totals(store: &Store) -> (i64, i64) {
+        store
+            .read(|c| Ok(c.query_row("SELECT sum(sessions), sum(adblock) FROM rollup_hourly", [], |r| Ok((r.get(0)?, r.get(1)?)))?))
+            .unwrap()
+    }
+
+    #[test]
+    fn sessions_merged_into_the_index_or_left_in_the_tail_are_found_after_a_restart() {
+        let mut f = fixture();
+        f.writer.sessions.tail_max = 3;
+        // Ids over several slices, in separate commits, so slices get merged.
+        let ids: Vec<String> = (0..12).map(|i| format!("{}{}-session", ["aa", "ab", "ba", "zz"][i % 4], i)).collect();
+        for id in &ids {
+            f.send(id, EventType::Pageview, at(9, 0), None);
+        }
+        let indexed: i64 = f.store.read(|c| Ok(c.query_row("SELECT count(*) FROM session_index", [], |r| r.get(0))?)).unwrap();
+        assert!(indexed > 0 && indexed < 12, "some sessions merged, some still in the tail: {indexed}");
+        // A new writer knows nothing in memory: the marks must tell it which sessions are where.
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        f.writer.sessions.tail_max = 3;
+        for id in &ids {
+            f.send(id, EventType::AdblockDetected, at(9, 1), None);
+        }
+        assert_eq!(rollup_totals(&f.store), (12, 12));
+        let rows: i64 = f.store.read(|c| Ok(c.query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(rows, 12);
+        // And once more in the same writer, after more merging.
+        for id in &ids {
+            f.send(id, EventType::WallDisplayed, at(9, 2), None);
+        }
+        assert_eq!(rollup_totals(&f.store), (12, 12));
+        let walls: i64 = f.store.read(|c| Ok(c.query_row("SELECT sum(walls) FROM rollup_hourly", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(walls, 12);
+    }
+
+    #[test]
+    fn a_session_written_by_maintenance_inside_a_group_is_not_counted_twice() {
+        let mut f = fixture();
+        let event = |t| NewEvent {
+            site_seq: f.site.seq,
+            session_id: "s1".into(),
+            event_type: t,
+            page_url: "https://acme.test/".into(),
+            metadata: None,
+            device: Device::Desktop,
+            country: "FR".into(),
+            variant: None,
+            forced_variant: false,
+            client_event_id: None,
+            occurred_at: at(9, 0),
+            received_at: at(9, 0),
+        };
+        let (first, second) = (event(EventType::Pageview), event(EventType::AdblockDetected));
+        let mut g = f.writer.begin().unwrap();
+        g.ingest(&[first]).unwrap();
+        g.maintain(|_| Ok(())).unwrap();
+        g.ingest(&[second]).unwrap();
+        g.commit().unwrap();
+        assert_eq!(rollup_totals(&f.store), (1, 1));
     }
 
     #[test]

@@ -10,6 +10,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0002_dashboard_sessions.sql"),
     include_str!("sql/0003_delivery.sql"),
     include_str!("sql/0004_reports.sql"),
+    include_str!("sql/0005_sessions_in_arrival_order.sql"),
 ];
 
 /// The schema version this code writes.
@@ -44,6 +45,29 @@ mod tests {
             .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table'", [], |r| r.get(0))
             .unwrap();
         assert!(tables >= 8, "expected the schema's tables, found {tables}");
+    }
+
+    #[test]
+    fn version_5_keeps_the_sessions_and_indexes_them_all() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
+             VALUES (1, 'late-one', 10, 0, 'FR', '', 0, 1, 200), (1, 'early-one', 9, 1, 'DE', 'offer', 0, 3, 100)",
+        )
+        .unwrap();
+        run(&mut conn).unwrap();
+        let rows: Vec<(i64, String, i64)> = conn
+            .prepare("SELECT s.seq, s.session_id, s.flags FROM sessions s JOIN session_index i ON i.seq = s.seq ORDER BY s.seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(rows, vec![(1, "early-one".to_owned(), 3), (2, "late-one".to_owned(), 1)]);
+        let low: i64 = conn.query_row("SELECT seq FROM session_index_low", [], |r| r.get(0)).unwrap();
+        assert_eq!(low, 2);
     }
 
     #[test]

@@ -1,0 +1,88 @@
+//! The benchmark's write workload without HTTP: every event starts a new
+//! random UUID v4 session, with the event types, pages and metadata that
+//! `bench/track.lua` sends, committed in groups of GROUP with
+//! `synchronous=FULL`, as the collector's writer thread does under wrk.
+//! Prints events/s and, steadier on a busy machine, the writer's CPU time
+//! and bytes written per event.
+//! Every event carries a random `event_id`, as the SDK sends.
+//! Usage: writeload DB EVENTS [GROUP]   (GROUP defaults to 48)
+
+use std::time::Instant;
+
+use analytics::accounts;
+use analytics::model::{Device, EventType, NewEvent};
+use analytics::sites::{self, NewSite};
+use analytics::store::Durability;
+use analytics::Store;
+use chrono::Utc;
+
+/// CPU time this thread has used (ns) and bytes it asked the kernel to write.
+fn usage() -> anyhow::Result<(u64, u64)> {
+    let sched = std::fs::read_to_string("/proc/thread-self/schedstat")?;
+    let cpu = sched.split_whitespace().next().unwrap_or("0").parse()?;
+    let io = std::fs::read_to_string("/proc/thread-self/io")?;
+    let written = io
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar: "))
+        .unwrap_or("0")
+        .trim()
+        .parse()?;
+    Ok((cpu, written))
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: writeload DB EVENTS [GROUP]"))?;
+    let total: usize = args.next().unwrap_or_else(|| "200000".into()).parse()?;
+    let group_size: usize = args.next().unwrap_or_else(|| "48".into()).parse()?;
+    let store = Store::open(&db)?;
+    let mut writer = store.open_writer(Durability::Full)?;
+    let now = Utc::now();
+    let site = writer.run(|c| {
+        let account = accounts::ensure_account(c, "bench", now)?;
+        let new = NewSite { account_id: account, name: "Bench", domain: "news.example.com", timezone: chrono_tz::Europe::Paris, revenue_per_mille: None };
+        sites::create(c, &new, now)
+    })?;
+    let types = [EventType::Pageview, EventType::Pageview, EventType::Pageview, EventType::AdblockDetected, EventType::WallDisplayed];
+
+    let (cpu0, written0) = usage()?;
+    let started = Instant::now();
+    let mut made = 0usize;
+    while made < total {
+        let n = group_size.min(total - made);
+        let at = Utc::now();
+        let events: Vec<NewEvent> = (made..made + n)
+            .map(|i| NewEvent {
+                site_seq: site.seq,
+                session_id: uuid::Uuid::new_v4().to_string(),
+                event_type: types[i % types.len()],
+                page_url: format!("https://news.example.com/article/{}", i % 50),
+                metadata: Some(r#"{"device_type":"desktop","variant":"control"}"#.into()),
+                device: Device::Desktop,
+                country: "ZZ".into(),
+                variant: Some("control".into()),
+                forced_variant: false,
+                client_event_id: Some(uuid::Uuid::new_v4().to_string()),
+                occurred_at: at,
+                received_at: at,
+            })
+            .collect();
+        let mut group = writer.begin()?;
+        for e in events {
+            // One job per event, as the collector receives them.
+            group.ingest(std::slice::from_ref(&e))?;
+        }
+        group.commit()?;
+        made += n;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let (cpu1, written1) = usage()?;
+    let per = |x: u64| x as f64 / total as f64;
+    println!(
+        "WRITELOAD events={total} group={group_size} events_per_s={:.0} cpu_us_per_event={:.2} bytes_written_per_event={:.0}",
+        total as f64 / secs,
+        per(cpu1 - cpu0) / 1000.0,
+        per(written1 - written0)
+    );
+    Ok(())
+}
