@@ -1,5 +1,6 @@
 -- wrk script: POST /v1/events/track with a random UUID v4 session id per
--- request (the worst case for session lookups), as a browser would send it.
+-- request (the worst case for session lookups), as a browser would send it,
+-- with a random UUID v4 event_id as the SDK sends with every event.
 -- The site id comes from the SITE_ID environment variable.
 local site = os.getenv("SITE_ID") or "00000000-0000-4000-8000-000000000000"
 local types = { "pageview", "pageview", "pageview", "adblock_detected", "wall_displayed" }
@@ -27,8 +28,8 @@ end
 request = function()
   counter = counter + 1
   local body = string.format(
-    '{"session_id":"%s","site_id":"%s","event_type":"%s","page_url":"https://news.example.com/article/%d","metadata":{"device_type":"desktop","variant":"control"}}',
-    uuid4(), site, types[(counter % #types) + 1], counter % 50)
+    '{"event_id":"%s","session_id":"%s","site_id":"%s","event_type":"%s","page_url":"https://news.example.com/article/%d","metadata":{"device_type":"desktop","variant":"control"}}',
+    uuid4(), uuid4(), site, types[(counter % #types) + 1], counter % 50)
   return wrk.format("POST", "/v1/events/track",
     { ["Content-Type"] = "text/plain", ["Origin"] = "https://news.example.com" }, body)
 end

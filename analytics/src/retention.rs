@@ -11,9 +11,15 @@ use crate::Result;
 
 /// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
 pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
+    // The same rows as the delete below: the oldest, in one transaction.
+    conn.prepare_cached(
+        "DELETE FROM event_id_index WHERE (event_id, site) IN
+             (SELECT client_event_id, site FROM events WHERE occurred_at < ?1 ORDER BY occurred_at, seq LIMIT ?2)",
+    )?
+    .execute(params![before_ms, batch as i64])?;
     let mut stmt = conn.prepare_cached(
         "DELETE FROM events WHERE seq IN
-             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at LIMIT ?2)
+             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at, seq LIMIT ?2)
          RETURNING site, event_type",
     )?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
@@ -73,8 +79,13 @@ pub fn deleted_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
 /// removes the site row itself. Returns how many rows went.
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
+    conn.execute(
+        "DELETE FROM event_id_index WHERE site = ?1 AND event_id IN
+             (SELECT client_event_id FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
+        params![site, limit],
+    )?;
     let mut n = conn.execute(
-        "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 LIMIT ?2)",
+        "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
         params![site, limit],
     )?;
     conn.execute(

@@ -10,18 +10,22 @@
 //! Within a group transaction the session states and rollup deltas are kept in
 //! memory and written once per distinct session and rollup row just before the
 //! commit. Sessions are appended in arrival order and found through the
-//! writer's memory or an index merged in bulk ([`sessions`]).
+//! writer's memory or an index merged in bulk ([`tail`], [`sessions`]); client
+//! event ids are found the same way ([`event_ids`]).
 //! What a failed savepoint or a failed commit staged is thrown away.
 
+mod event_ids;
 mod sessions;
+mod tail;
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, Transaction};
 use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
+use event_ids::{EventIds, Stored};
 use sessions::{Known, SessionKey, Sessions};
 
 type RollupKey = (i64, i64, i64, String, String);
@@ -31,11 +35,12 @@ type CountKey = (i64, i64, i64, i64, String);
 pub struct Writer {
     conn: Connection,
     sessions: Sessions,
+    event_ids: EventIds,
 }
 
 impl Writer {
     pub(crate) fn new(conn: Connection) -> Writer {
-        Writer { conn, sessions: Sessions::default() }
+        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default() }
     }
 
     /// Starts a group transaction: many commands, one commit.
@@ -45,7 +50,14 @@ impl Writer {
         // A deferred transaction that read first would instead fail at once
         // with "database is locked" when it tries to write after such a commit.
         let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        Ok(Group { tx, sessions: &mut self.sessions, staged: Staged::default(), written: Vec::new(), broken: false })
+        Ok(Group {
+            tx,
+            sessions: &mut self.sessions,
+            event_ids: &mut self.event_ids,
+            staged: Staged::default(),
+            written: Vec::new(),
+            broken: false,
+        })
     }
 
     /// Runs one change in its own transaction.
@@ -73,11 +85,14 @@ struct Staged {
     counts: HashMap<CountKey, i64>,
     /// Raw events stored, per (site, event type).
     raw: HashMap<(i64, i64), i64>,
+    /// Events stored with a client event id, by (site, event id).
+    event_ids: HashMap<SessionKey, Stored>,
 }
 
 impl Staged {
     fn merge(&mut self, other: Staged) {
         self.sessions.extend(other.sessions);
+        self.event_ids.extend(other.event_ids);
         for (k, d) in other.rollups {
             let e = self.rollups.entry(k).or_default();
             for i in 0..6 {
@@ -109,6 +124,7 @@ type Written = Vec<(SessionKey, Known, bool)>;
 pub struct Group<'a> {
     tx: Transaction<'a>,
     sessions: &'a mut Sessions,
+    event_ids: &'a mut EventIds,
     staged: Staged,
     written: Written,
     /// Staged changes were only partly written: the group must not commit.
@@ -122,7 +138,7 @@ impl Group<'_> {
         let mut mine = Staged::default();
         let acks = events
             .iter()
-            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.sessions))
+            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.sessions, self.event_ids))
             .collect::<Result<Vec<_>>>()?;
         sp.commit()?;
         self.staged.merge(mine);
@@ -143,12 +159,14 @@ impl Group<'_> {
     /// writer remembers of a deleted site's sessions is left: that site takes
     /// no more events.
     pub fn maintain<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let staged = std::mem::take(&mut self.staged);
+        let mut staged = std::mem::take(&mut self.staged);
         let before = self.written.len();
         if let Err(e) = flush(&self.tx, &staged, &mut self.written) {
             self.broken = true;
             return Err(e);
         }
+        // Event ids stay staged until the commit puts them in memory.
+        self.staged.event_ids = std::mem::take(&mut staged.event_ids);
         // Sessions appended here are not in the writer's memory until the
         // commit: later commands of this group find them staged.
         for (key, known, _) in &self.written[before..] {
@@ -161,24 +179,30 @@ impl Group<'_> {
     pub fn commit(mut self) -> Result<()> {
         if self.broken {
             self.sessions.reset();
+            self.event_ids.reset();
             return Err(crate::Error::Conflict("a write of this transaction failed; nothing was committed".into()));
         }
-        let staged = std::mem::take(&mut self.staged);
+        let mut staged = std::mem::take(&mut self.staged);
         let mut written = std::mem::take(&mut self.written);
+        let mut stored: Vec<(SessionKey, Stored)> = std::mem::take(&mut staged.event_ids).into_iter().collect();
+        stored.sort_unstable_by_key(|s| s.1.seq);
         let outcome = flush(&self.tx, &staged, &mut written).and_then(|()| {
-            let first_new = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
-            let merged = self.sessions.merge_if_full(&self.tx, first_new)?;
+            let first_session = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
+            let sessions = self.sessions.before_commit(&self.tx, first_session)?;
+            let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq))?;
             self.tx.commit()?;
-            Ok(merged)
+            Ok((sessions, event_ids))
         });
         match outcome {
-            Ok(merged) => {
-                self.sessions.committed(written, merged);
+            Ok((sessions, event_ids)) => {
+                self.sessions.committed(written, sessions);
+                self.event_ids.committed(stored, event_ids);
                 Ok(())
             }
             Err(e) => {
                 // What the memory holds may no longer match the database.
                 self.sessions.reset();
+                self.event_ids.reset();
                 Err(e)
             }
         }
@@ -214,16 +238,24 @@ fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
-fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged, sessions: &mut Sessions) -> Result<Ack> {
-    if let Some(client_id) = &e.client_event_id {
-        let existing = conn
-            .prepare_cached("SELECT id, received_at FROM events WHERE site = ?1 AND client_event_id = ?2")?
-            .query_row(params![e.site_seq, client_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-            .optional()?;
-        if let Some((id, received_ms)) = existing {
+fn ingest_one(
+    conn: &Connection,
+    e: &NewEvent,
+    mine: &mut Staged,
+    group: &Staged,
+    sessions: &mut Sessions,
+    event_ids: &mut EventIds,
+) -> Result<Ack> {
+    let event_key = e.client_event_id.as_ref().map(|id| (e.site_seq, id.clone()));
+    if let Some(key) = &event_key {
+        let existing = match mine.event_ids.get(key).or_else(|| group.event_ids.get(key)) {
+            Some(s) => Some(*s),
+            None => event_ids.get(conn, key)?,
+        };
+        if let Some(s) = existing {
             return Ok(Ack {
-                id: Uuid::parse_str(&id).map_err(|err| crate::Error::Corrupt(err.to_string()))?,
-                received_at: chrono::DateTime::from_timestamp_millis(received_ms).unwrap_or(e.received_at),
+                id: s.id,
+                received_at: chrono::DateTime::from_timestamp_millis(s.received_ms).unwrap_or(e.received_at),
                 duplicate: true,
             });
         }
@@ -275,6 +307,10 @@ fn ingest_one(conn: &Connection, e: &NewEvent, mine: &mut Staged, group: &Staged
         e.occurred_at.timestamp_millis(),
         e.received_at.timestamp_millis(),
     ])?;
+    if let Some(key) = event_key {
+        let stored = Stored { seq: conn.last_insert_rowid(), id, received_ms: e.received_at.timestamp_millis() };
+        mine.event_ids.insert(key, stored);
+    }
 
     match &old {
         None => mine.bump_rollup(e.site_seq, &new, new.counters()),
@@ -605,7 +641,7 @@ mod tests {
     #[test]
     fn sessions_merged_into_the_index_or_left_in_the_tail_are_found_after_a_restart() {
         let mut f = fixture();
-        f.writer.sessions.tail_max = 3;
+        f.writer.sessions.tail.max = 3;
         // Ids over several slices, in separate commits, so slices get merged.
         let ids: Vec<String> = (0..12).map(|i| format!("{}{}-session", ["aa", "ab", "ba", "zz"][i % 4], i)).collect();
         for id in &ids {
@@ -615,7 +651,7 @@ mod tests {
         assert!(indexed > 0 && indexed < 12, "some sessions merged, some still in the tail: {indexed}");
         // A new writer knows nothing in memory: the marks must tell it which sessions are where.
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
-        f.writer.sessions.tail_max = 3;
+        f.writer.sessions.tail.max = 3;
         for id in &ids {
             f.send(id, EventType::AdblockDetected, at(9, 1), None);
         }
@@ -629,6 +665,27 @@ mod tests {
         assert_eq!(rollup_totals(&f.store), (12, 12));
         let walls: i64 = f.store.read(|c| Ok(c.query_row("SELECT sum(walls) FROM rollup_hourly", [], |r| r.get(0))?)).unwrap();
         assert_eq!(walls, 12);
+    }
+
+    #[test]
+    fn event_ids_merged_into_the_index_or_left_in_the_tail_are_found_after_a_restart() {
+        let mut f = fixture();
+        f.writer.event_ids.tail.max = 2;
+        let ids: Vec<String> = (0..9).map(|i| format!("{}{i}-event", ["0a", "1b", "2c"][i % 3])).collect();
+        let send = |f: &mut Fixture, i: usize, id: &str| f.send_full(&format!("s{i}"), EventType::Pageview, at(9, 0), None, false, Some(id));
+        let first: Vec<_> = ids.iter().enumerate().map(|(i, id)| send(&mut f, i, id)).collect();
+        let count = |f: &Fixture, sql: &str| -> i64 { f.store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        let indexed = count(&f, "SELECT count(*) FROM event_id_index");
+        assert!(indexed > 0 && indexed < 9, "some ids merged, some still in the tail: {indexed}");
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        f.writer.event_ids.tail.max = 2;
+        for (i, id) in ids.iter().enumerate() {
+            let again = send(&mut f, i, id);
+            assert!(again.duplicate, "{id} was stored again");
+            assert_eq!(again.id, first[i].id);
+        }
+        assert_eq!(count(&f, "SELECT count(*) FROM events"), 9);
+        assert_eq!(count(&f, "SELECT sum(events) FROM event_counts_hourly"), 9);
     }
 
     #[test]

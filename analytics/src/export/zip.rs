@@ -113,8 +113,14 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl Write) -> Result<u64> {
     let (from, to) = sel.period.hour_range();
     let mut stmt = conn.prepare_cached(
-        "SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
-         FROM events e LEFT JOIN sessions s ON s.site = e.site AND s.session_id = e.session_id
+        // A session is found through session_index, or among the newest
+        // sessions, which the writer has not indexed yet (analytics::write).
+        "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT seq FROM session_index_low))
+         SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
+         FROM events e
+         LEFT JOIN session_index i ON i.session_id = e.session_id AND i.site = e.site
+         LEFT JOIN tail t ON t.site = e.site AND t.session_id = e.session_id
+         LEFT JOIN sessions s ON s.seq = coalesce(i.seq, t.seq)
          WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
            AND (?4 IS NULL OR s.device = ?4)
            AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))

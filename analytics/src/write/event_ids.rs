@@ -1,0 +1,112 @@
+//! Client event ids already stored, so a retried event is stored and counted
+//! once: found through a [`Tail`] over `event_id_index`, whose rows are the
+//! events themselves (`events.seq`).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use uuid::Uuid;
+
+use super::tail::{Key, Merged, Row, Tables, Tail};
+use crate::Result;
+
+/// Event ids the tail holds before slices are merged into the index (about 5 MB).
+const TAIL_MAX: usize = 32_768;
+
+const TABLES: Tables = Tables {
+    index: "event_id_index",
+    key: "event_id",
+    marks: "event_id_index_marks",
+    low: "event_id_index_low",
+    rows: "events",
+};
+
+/// A stored event with a client event id: what a retry is answered.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stored {
+    pub seq: i64,
+    pub id: Uuid,
+    pub received_ms: i64,
+}
+
+impl Row for Stored {
+    fn seq(&self) -> i64 {
+        self.seq
+    }
+}
+
+pub(super) struct EventIds {
+    loaded: bool,
+    pub tail: Tail<Stored>,
+}
+
+impl Default for EventIds {
+    fn default() -> EventIds {
+        EventIds { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX) }
+    }
+}
+
+fn parse_id(id: &str) -> rusqlite::Result<Uuid> {
+    Uuid::parse_str(id).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
+}
+
+impl EventIds {
+    /// The stored event with this (site, client event id), if any.
+    pub fn get(&mut self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
+        self.ensure_loaded(conn)?;
+        if let Some(s) = self.tail.get(key) {
+            return Ok(Some(*s));
+        }
+        let Some(seq) = self.tail.indexed(conn, key)? else {
+            return Ok(None);
+        };
+        Ok(conn
+            .prepare_cached("SELECT id, received_at FROM events WHERE seq = ?1")?
+            .query_row(params![seq], |r| Ok(Stored { seq, id: parse_id(&r.get::<_, String>(0)?)?, received_ms: r.get(1)? }))
+            .optional()?)
+    }
+
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
+        if !self.loaded {
+            return Ok(Merged::default());
+        }
+        self.tail.before_commit(conn, first_new)
+    }
+
+    /// Takes in the event ids a committed transaction stored, in `seq` order.
+    pub fn committed(&mut self, stored: Vec<(Key, Stored)>, merged: Merged) {
+        if !self.loaded {
+            return;
+        }
+        self.tail.committed(merged);
+        for (key, s) in stored {
+            self.tail.push(key, s);
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.loaded = false;
+        self.tail.clear();
+    }
+
+    fn ensure_loaded(&mut self, conn: &Connection) -> Result<()> {
+        if self.loaded {
+            return Ok(());
+        }
+        self.reset();
+        let marks = self.tail.marks(conn)?;
+        let mut stmt = conn.prepare(
+            "SELECT seq, site, client_event_id, id, received_at FROM events
+             WHERE seq > ?1 AND client_event_id IS NOT NULL ORDER BY seq",
+        )?;
+        let mut rows = stmt.query([marks.low])?;
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let key: Key = (r.get(1)?, r.get(2)?);
+            if marks.unindexed(&key.1, seq) {
+                let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
+                self.tail.push(key, stored);
+            }
+        }
+        self.loaded = true;
+        Ok(())
+    }
+}
