@@ -29,17 +29,17 @@ impl CountryResolver {
 
     /// ISO 3166 alpha-2, or `ZZ` when nothing tells.
     pub fn country(&self, headers: &HeaderMap, ip: Option<IpAddr>) -> String {
-        self.from_header(headers)
-            .or_else(|| ip.and_then(|ip| self.from_db(ip)))
+        self.header_country(headers)
+            .or_else(|| ip.and_then(|ip| self.database_country(ip)))
             .unwrap_or_else(|| UNKNOWN_COUNTRY.to_owned())
     }
 
-    fn from_header(&self, headers: &HeaderMap) -> Option<String> {
+    fn header_country(&self, headers: &HeaderMap) -> Option<String> {
         let value = headers.get(self.header.as_deref()?)?.to_str().ok()?;
         valid_code(value)
     }
 
-    fn from_db(&self, ip: IpAddr) -> Option<String> {
+    fn database_country(&self, ip: IpAddr) -> Option<String> {
         let found = self.db.as_ref()?.lookup(ip).ok()?;
         if !found.has_data() {
             return None;
