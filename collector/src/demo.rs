@@ -24,7 +24,8 @@ const HISTORY_DAYS: i64 = 35;
 const SESSIONS_PER_DAY: u32 = 600;
 const EVENTS_PER_WRITE: usize = 500;
 
-pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<()> {
+/// Seeds the demo (once) and returns the demo site's id.
+pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<uuid::Uuid> {
     let now = Utc::now();
     let password_hash = hash_password(USER_PASSWORD)?;
     let (site, created, key) = ctx
@@ -65,8 +66,10 @@ pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<()> {
     let host = if addr.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], addr.port())) } else { addr };
     let base = format!("http://{host}");
     let id = site.id;
+    let port = host.port();
     println!(
         "\nDemo ready: site \"{SITE_NAME}\" ({SITE_DOMAIN}), id {id}, {HISTORY_DAYS} days of synthetic history.\n\
+         Demo publisher site (shows the wall to blocked visitors): http://localhost:{port}/demo/\n\
          Dashboard user: {USER_EMAIL} / {USER_PASSWORD}\n\
          API key (shown once, a new one at every demo start): {key}\n\n\
          Try:\n  \
@@ -77,7 +80,7 @@ pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<()> {
          curl -H \"Authorization: Bearer $POSTERN_KEY\" {base}/v1/analytics/sites/{id}/ab-testing\n  \
          curl -H \"Authorization: Bearer $POSTERN_KEY\" '{base}/v1/events/sites/{id}?event_type=conversion_allowlist&limit=5'\n"
     );
-    Ok(())
+    Ok(id)
 }
 
 /// Synthetic sessions: more traffic in the evening and on weekdays, ad

@@ -82,6 +82,11 @@ impl ApiError {
         e
     }
 
+    /// 503 for a part this binary was built without (the browser SDK).
+    pub fn not_built(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "not_built", message)
+    }
+
     /// An unexpected failure: logged in full, answered with a generic body.
     pub fn internal(err: impl std::fmt::Display) -> ApiError {
         tracing::error!(error = %err, "internal error");

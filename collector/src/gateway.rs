@@ -280,6 +280,10 @@ mod tests {
         assert_eq!(classify("/dashboard/"), Class::Dashboard);
         assert_eq!(classify("/dashboard/sites/x"), Class::Dashboard);
         assert_eq!(classify("/dashboardx"), Class::Public);
+        // The SDK's files, its bait script and the demo site: no key, the public limit.
+        assert_eq!(classify("/p/v1.js"), Class::Public);
+        assert_eq!(classify("/ads/300x250-banner_300x250.js"), Class::Public);
+        assert_eq!(classify("/demo/"), Class::Public);
     }
 
     #[test]

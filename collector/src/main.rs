@@ -1,6 +1,7 @@
 //! `postern`: the collector binary.
 
 mod api;
+mod assets;
 mod auth;
 mod cli;
 mod config;

@@ -34,13 +34,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo });
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default() });
 
     // Handlers go in before the listening line: a SIGTERM sent as soon as we
     // announce readiness must already mean a graceful stop.
     let shutdown = shutdown_signal()?;
     if ctx.config.demo {
-        demo::start(&ctx, addr).await.context("seeding the demo data")?;
+        let site = demo::start(&ctx, addr).await.context("seeding the demo data")?;
+        let _ = ctx.demo_site.set(site);
     }
     println!("postern listening on http://{addr}");
 

@@ -20,6 +20,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub directory: Directory,
     pub geo: CountryResolver,
+    /// The demo site's id, once `serve --demo` has created it (the demo pages name it).
+    pub demo_site: std::sync::OnceLock<uuid::Uuid>,
 }
 
 pub type Ctx = Arc<AppState>;

@@ -42,6 +42,7 @@ pub const JSON_BODY_LIMIT: usize = 64 * 1024;
 pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
     use warp::{delete, get, patch, path, post};
     let dashboard_routes = crate::dashboard::routes(ctx.clone());
+    let demo = ctx.config.demo;
     let c = move || with_ctx(ctx.clone());
 
     let site_routes = path!("v1" / "sites")
@@ -225,6 +226,20 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .boxed();
 
+    let asset_routes = warp::get()
+        .and(warp::path::full())
+        .and_then(move |p: warp::path::FullPath| async move {
+            if crate::assets::handles(p.as_str(), demo) {
+                Ok(p)
+            } else {
+                Err(warp::reject::not_found())
+            }
+        })
+        .and(query())
+        .and(c())
+        .then(crate::assets::assets_get)
+        .boxed();
+
     site_routes
         .or(report_routes)
         .unify()
@@ -241,6 +256,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .or(ops_routes)
         .unify()
         .or(dashboard_routes)
+        .unify()
+        .or(asset_routes)
         .unify()
         .map(|r: Result<Response, ApiError>| r.unwrap_or_else(ApiError::into_response))
         .recover(recover)

@@ -41,3 +41,75 @@ fn unknown_and_deleted_sites_are_404() {
     app.delete(&format!("/v1/sites/{sid}")).expect(204);
     app.send(app.request(reqwest::Method::GET, &format!("/v1/sdk/sites/{sid}/config"))).expect(404);
 }
+
+/// The loader, glue and wasm embedded by `scripts/build-sdk`, or, in a binary
+/// built without them, a clear 503 (`cargo test` must not need wasm tools).
+#[test]
+fn sdk_files_are_served_cacheable_to_any_origin_or_refused_as_not_built() {
+    let app = TestApp::spawn();
+    let loader = app.get("/p/v1.js");
+    if loader.status == 503 {
+        assert_eq!(loader.error(), ("UNAVAILABLE".into(), None, "not_built".into()));
+        assert!(loader.text.contains("scripts/build-sdk"), "{}", loader.text);
+        return;
+    }
+    loader.expect(200);
+    assert_eq!(loader.header("content-type"), Some("text/javascript; charset=utf-8"));
+    assert_eq!(loader.header("cache-control"), Some("public, max-age=300"));
+    assert_eq!(loader.header("access-control-allow-origin"), Some("*"));
+    assert!(loader.text.len() < 2048, "the loader stays small: {} bytes", loader.text.len());
+    let named = |ext: &str| -> String {
+        let path = loader.text.split(['\'', '"']).find(|s| s.starts_with("/p/postern-") && s.ends_with(ext));
+        path.unwrap_or_else(|| panic!("the loader names no {ext} file: {}", loader.text)).trim_start_matches("/p/").to_owned()
+    };
+    for (file, mime) in [(named(".js"), "text/javascript; charset=utf-8"), (named(".wasm"), "application/wasm")] {
+        let hash = file.trim_start_matches("postern-").split('.').next().unwrap();
+        assert!(hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()), "content-hashed name: {file}");
+        let a = app.get(&format!("/p/{file}"));
+        a.expect(200);
+        assert_eq!(a.header("content-type"), Some(mime), "{file}");
+        assert_eq!(a.header("cache-control"), Some("public, max-age=31536000, immutable"), "{file}");
+        assert_eq!(a.header("access-control-allow-origin"), Some("*"), "{file}");
+    }
+    let wasm = app.send(app.request(reqwest::Method::GET, &format!("/p/{}", named(".wasm"))));
+    assert!(wasm.text.as_bytes().starts_with(b"\0asm"), "a wasm module");
+    app.get("/p/postern-00000000.wasm").expect(404);
+}
+
+#[test]
+fn the_bait_script_echoes_its_nonce_and_is_never_cached() {
+    let app = TestApp::spawn();
+    let a = app.get("/ads/300x250-banner_300x250.js?n=9f3a0c1e5b7d2a48");
+    a.expect(200);
+    assert!(a.text.contains("9f3a0c1e5b7d2a48"), "{}", a.text);
+    assert_eq!(a.header("cache-control"), Some("no-store"));
+    assert_eq!(a.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(a.header("content-type"), Some("text/javascript; charset=utf-8"));
+    let b = app.get("/ads/300x250-banner_300x250.js?n=%3Cscript%3E");
+    assert!(!b.text.contains("<script>"), "{}", b.text);
+}
+
+#[test]
+fn the_demo_site_exists_only_in_demo_mode() {
+    let app = TestApp::spawn();
+    app.get("/demo/").expect(404);
+    app.get("/").expect(404);
+
+    let demo = TestApp::spawn_with(&["--demo"]);
+    let page = demo.get("/demo/");
+    page.expect(200);
+    assert_eq!(page.header("content-type"), Some("text/html; charset=utf-8"));
+    let html = &page.text;
+    assert!(html.contains("src=\"/p/v1.js\""), "{html}");
+    let site = html.split("data-site-id=\"").nth(1).and_then(|r| r.split('"').next()).expect("a data-site-id");
+    assert!(uuid::Uuid::parse_str(site).is_ok(), "the demo site's id is filled in: {site}");
+    demo.get(&format!("/v1/sdk/sites/{site}/config")).expect(200);
+    for file in ["harbour-bridge.html", "night-trains.html", "market-gardens.html", "subscribe.html", "style.css"] {
+        demo.get(&format!("/demo/{file}")).expect(200);
+    }
+    demo.get("/demo/nope.html").expect(404);
+    // `/` leads to the demo site (the client follows the redirect).
+    let root = demo.get("/");
+    root.expect(200);
+    assert!(root.text.contains("The Daily Courier"));
+}

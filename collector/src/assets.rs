@@ -1,0 +1,148 @@
+//! Files served from the binary itself (embedded by `build.rs`): the browser
+//! SDK under `/p/`, the bait script the SDK requests, and in demo mode the
+//! demo publisher site under `/demo/`.
+
+use std::sync::Once;
+
+use http::{HeaderValue, StatusCode};
+use warp::reply::Response;
+use warp::Reply;
+
+use crate::api::Query;
+use crate::error::ApiError;
+use crate::state::Ctx;
+
+include!(concat!(env!("OUT_DIR"), "/assets.rs"));
+
+pub struct SdkFiles {
+    pub loader: &'static [u8],
+    pub glue_name: &'static str,
+    pub glue: &'static [u8],
+    pub wasm_name: &'static str,
+    pub wasm: &'static [u8],
+}
+
+/// The loader's URL never changes, so browsers re-check it every few minutes
+/// to pick up a new SDK; the files it names change name when they change.
+const LOADER_CACHE: &str = "public, max-age=300";
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+const JS: &str = "text/javascript; charset=utf-8";
+/// The demo site's pages name the demo site's id in place of this.
+const SITE_ID_SLOT: &str = "{{POSTERN_SITE_ID}}";
+/// Longest nonce echoed by the bait script.
+const MAX_NONCE: usize = 64;
+
+/// True for the paths this module answers (the router asks before routing here).
+pub fn handles(path: &str, demo: bool) -> bool {
+    path.starts_with("/p/") || path == BAIT_PATH || (demo && (path == "/" || path == "/demo" || path.starts_with("/demo/")))
+}
+
+/// GET /p/:file, GET <bait path>, and in demo mode GET /demo/:file and GET /
+pub async fn assets_get(path: warp::path::FullPath, q: Query, ctx: Ctx) -> Result<Response, ApiError> {
+    let path = path.as_str();
+    if path == BAIT_PATH {
+        return Ok(bait(q.get("n")));
+    }
+    if let Some(file) = path.strip_prefix("/p/") {
+        return sdk_file(file);
+    }
+    if path == "/" || path == "/demo" {
+        return Ok(redirect("/demo/"));
+    }
+    let file = path.strip_prefix("/demo/").map(|f| if f.is_empty() { "index.html" } else { f }).unwrap_or_default();
+    demo_file(file, &ctx)
+}
+
+fn sdk_file(file: &str) -> Result<Response, ApiError> {
+    static WARNED: Once = Once::new();
+    let Some(sdk) = SDK else {
+        WARNED.call_once(|| tracing::warn!("the browser SDK is not in this binary: run scripts/build-sdk, then rebuild postern"));
+        return Err(ApiError::not_built("this postern binary was built without the browser SDK; run scripts/build-sdk, then rebuild"));
+    };
+    let (body, mime, cache) = match file {
+        "v1.js" => (sdk.loader, JS, LOADER_CACHE),
+        f if f == sdk.glue_name => (sdk.glue, JS, IMMUTABLE),
+        f if f == sdk.wasm_name => (sdk.wasm, "application/wasm", IMMUTABLE),
+        _ => return Err(ApiError::no_route("this path")),
+    };
+    Ok(file_reply(body, mime, cache))
+}
+
+/// The SDK is loaded by pages of other origins (as a module and by
+/// `instantiateStreaming`, both CORS requests).
+fn file_reply(body: &'static [u8], mime: &'static str, cache: &'static str) -> Response {
+    let mut res = Response::new(body.into());
+    let h = res.headers_mut();
+    h.insert("content-type", HeaderValue::from_static(mime));
+    h.insert("cache-control", HeaderValue::from_static(cache));
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    res
+}
+
+/// The bait script: harmless JavaScript whose body carries the request's
+/// nonce, so the SDK can tell this answer from a blocker's stand-in script.
+fn bait(nonce: Option<&str>) -> Response {
+    let mut res = Response::new(bait_body(nonce).into());
+    let h = res.headers_mut();
+    h.insert("content-type", HeaderValue::from_static(JS));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    res
+}
+
+fn bait_body(nonce: Option<&str>) -> String {
+    let nonce = nonce.filter(|n| n.len() <= MAX_NONCE && n.bytes().all(|b| b.is_ascii_alphanumeric())).unwrap_or("");
+    format!("/* postern bait {nonce} */\n")
+}
+
+fn redirect(to: &'static str) -> Response {
+    let mut res = warp::reply::with_status(warp::reply(), StatusCode::FOUND).into_response();
+    res.headers_mut().insert("location", HeaderValue::from_static(to));
+    res
+}
+
+fn demo_file(file: &str, ctx: &Ctx) -> Result<Response, ApiError> {
+    let (_, body) = DEMO.iter().find(|(name, _)| *name == file).ok_or_else(|| ApiError::no_route("this path"))?;
+    let mime = match file.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => JS,
+        Some("svg") => "image/svg+xml",
+        _ => "application/octet-stream",
+    };
+    let body: Vec<u8> = if mime.starts_with("text/html") {
+        let site = ctx.demo_site.get().map(|id| id.to_string()).unwrap_or_default();
+        String::from_utf8_lossy(body).replace(SITE_ID_SLOT, &site).into_bytes()
+    } else {
+        body.to_vec()
+    };
+    let mut res = Response::new(body.into());
+    let h = res.headers_mut();
+    h.insert("content-type", HeaderValue::from_static(mime));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_its_own_paths_are_handled() {
+        assert!(handles("/p/v1.js", false));
+        assert!(handles(BAIT_PATH, false));
+        assert!(!handles("/demo/", false), "the demo site exists only in demo mode");
+        assert!(handles("/demo/", true));
+        assert!(handles("/", true));
+        assert!(!handles("/", false));
+        assert!(!handles("/v1/sites", true));
+    }
+
+    #[test]
+    fn the_bait_echoes_only_a_plain_nonce() {
+        assert!(bait_body(Some("9f3a0c")).contains("9f3a0c"));
+        assert!(!bait_body(Some("<script>")).contains("<script>"));
+        assert!(!bait_body(Some(&"a".repeat(65))).contains("aaaa"));
+    }
+}

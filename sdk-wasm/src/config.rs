@@ -1,0 +1,178 @@
+//! What the SDK is told: the options given to `init`, and the site's wall
+//! configuration read from the collector's public config endpoint
+//! (`GET /v1/sdk/sites/:id/config`). Pure data and the variant choice; no I/O.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Options {
+    pub site_id: String,
+    /// The collector's origin; the loader passes its own origin.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// A variant forced for testing.
+    #[serde(default)]
+    pub variant: Option<String>,
+    #[serde(default)]
+    pub debug: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Not dismissible.
+    Hard,
+    /// Dismissible after `dismiss_after_seconds`, shown at most once per session once dismissed.
+    #[default]
+    Soft,
+    /// A bar at the bottom that does not block reading.
+    Banner,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Variant {
+    pub name: String,
+    #[serde(default = "one")]
+    pub weight: f64,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub body: Option<String>,
+    /// A per-variant kind overrides the site's.
+    #[serde(default)]
+    pub kind: Option<Kind>,
+    /// The alternative offered beside allow-listing (subscribe, contribute).
+    #[serde(default)]
+    pub subscribe_url: Option<String>,
+    #[serde(default)]
+    pub subscribe_text: Option<String>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Wall {
+    #[serde(default)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub dismiss_after_seconds: Option<u32>,
+    #[serde(default)]
+    pub variants: Vec<Variant>,
+    /// Path prefixes where no wall is shown (detection and events still run).
+    #[serde(default)]
+    pub excluded_paths: Vec<String>,
+    #[serde(default)]
+    pub subscribe_url: Option<String>,
+    #[serde(default)]
+    pub subscribe_text: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct SiteConfig {
+    #[serde(default = "yes")]
+    pub active: bool,
+    #[serde(default)]
+    pub wall: Wall,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Seconds before a soft wall may be dismissed when the site does not say.
+pub const DEFAULT_DISMISS_AFTER: u32 = 5;
+
+impl Wall {
+    pub fn excludes(&self, path: &str) -> bool {
+        self.excluded_paths.iter().any(|p| !p.is_empty() && path.starts_with(p.as_str()))
+    }
+
+    pub fn variant(&self, name: &str) -> Option<&Variant> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The session's variant: a hash of the session id placed on the
+    /// cumulative weights, so one session always gets the same variant and
+    /// sessions split in proportion to the weights.
+    pub fn assign(&self, session_id: &str) -> Option<&Variant> {
+        let total: f64 = self.variants.iter().map(|v| v.weight.max(0.0)).sum();
+        if total <= 0.0 {
+            return self.variants.first();
+        }
+        let point = f64::from(fnv1a(session_id)) / 4_294_967_296.0 * total;
+        let mut acc = 0.0;
+        for v in &self.variants {
+            acc += v.weight.max(0.0);
+            if point < acc {
+                return Some(v);
+            }
+        }
+        self.variants.last()
+    }
+}
+
+/// 32-bit FNV-1a: tiny, and stable across SDK versions (assignments must not move).
+pub fn fnv1a(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5, |h, b| (h ^ u32::from(b)).wrapping_mul(0x0100_0193))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wall(weights: &[(&str, f64)]) -> Wall {
+        Wall {
+            variants: weights
+                .iter()
+                .map(|(n, w)| Variant {
+                    name: (*n).into(),
+                    weight: *w,
+                    title: None,
+                    body: None,
+                    kind: None,
+                    subscribe_url: None,
+                    subscribe_text: None,
+                })
+                .collect(),
+            ..Wall::default()
+        }
+    }
+
+    #[test]
+    fn assignment_is_sticky_and_follows_the_weights() {
+        let w = wall(&[("control", 3.0), ("emotional", 1.0), ("never", 0.0)]);
+        let mut counts = [0u32; 3];
+        for i in 0..4000 {
+            let id = format!("session-{i}");
+            let a = w.assign(&id).unwrap().name.clone();
+            assert_eq!(w.assign(&id).unwrap().name, a, "the same session gets the same variant");
+            counts[w.variants.iter().position(|v| v.name == a).unwrap()] += 1;
+        }
+        assert_eq!(counts[2], 0, "a zero weight is never assigned");
+        let share = f64::from(counts[0]) / 4000.0;
+        assert!((0.70..0.80).contains(&share), "control has weight 3/4, got {share}");
+    }
+
+    #[test]
+    fn all_zero_weights_fall_back_to_the_first_variant() {
+        let w = wall(&[("a", 0.0), ("b", 0.0)]);
+        assert_eq!(w.assign("x").unwrap().name, "a");
+        assert!(wall(&[]).assign("x").is_none());
+    }
+
+    #[test]
+    fn excluded_paths_are_prefixes() {
+        let w = Wall { excluded_paths: vec!["/subscribe".into(), String::new()], ..Wall::default() };
+        assert!(w.excludes("/subscribe/plans"));
+        assert!(!w.excludes("/article/1"));
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(fnv1a(""), 0x811c_9dc5);
+        assert_eq!(fnv1a("a"), 0xe40c_292c);
+    }
+}

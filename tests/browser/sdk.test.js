@@ -1,0 +1,272 @@
+// The SDK in real headless Chromium against the real collector: a page of
+// another origin embeds the script tag; blockers are simulated the way they
+// act (tests/filter-lists proves real lists act on this bait).
+'use strict';
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const h = require('./harness');
+
+let postern;
+let browser;
+let publisher;
+const pages = {};
+
+before(async () => {
+  postern = await h.startPostern({ site: false });
+  browser = await h.launchBrowser();
+  publisher = await h.startPublisher(pages);
+});
+
+after(async () => {
+  await browser?.close();
+  await publisher?.stop();
+  await postern?.stop();
+});
+
+/** A site of its own for each test, so its counts are exactly the test's. */
+async function newSite(name, wall) {
+  const siteId = await postern.createSite(wall);
+  pages[`/${name}`] = h.articlePage(postern.url, siteId, name);
+  pages[`/${name}/other`] = h.articlePage(postern.url, siteId, `${name}, page 2`);
+  return { siteId, url: `${publisher.origin}/${name}` };
+}
+
+const types = (events, session) => events.filter((e) => !session || e.session_id === session).map((e) => e.event_type);
+
+/** Waits until the site's events are exactly `expected`. Events sent at the
+ *  same moment travel as separate requests, so only their set is compared. */
+async function expectEvents(siteId, expected) {
+  let got;
+  try {
+    await h.eventually(async () => {
+      got = types(await postern.events(siteId));
+      return got.length >= expected.length;
+    });
+  } catch {
+    // fall through to the assertion, which prints what arrived
+  }
+  // Anything sent late would show up now.
+  await new Promise((r) => setTimeout(r, 300));
+  got = await postern.events(siteId);
+  assert.deepEqual(types(got).sort(), expected.slice().sort(), `events: ${types(got)}`);
+  return got;
+}
+
+const wallDefaults = { kind: 'soft', dismiss_after_seconds: 0 };
+const variants = [
+  { name: 'control', weight: 1, title: 'Control title', body: 'Control body' },
+  { name: 'emotional', weight: 1, title: 'Emotional title', body: 'Emotional body' },
+  { name: 'offer', weight: 1, title: 'Offer title', body: 'Offer body', subscribe_url: '/subscribe', subscribe_text: 'Go ad-free' },
+];
+
+test('without a blocker: a pageview, a clean verdict, no wall', async (t) => {
+  const site = await newSite('clean');
+  const page = await h.openPage(browser, site.url, t);
+  const verdict = await page.evaluate(() => window.Postern.check());
+  assert.deepEqual(verdict, { blocked: false, blockerType: null });
+  const session = await page.evaluate(() => window.Postern.getSessionId());
+  assert.match(session, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.equal(await h.wallOpen(page), false);
+  const events = await expectEvents(site.siteId, ['pageview']);
+  assert.equal(events[0].session_id, session);
+  assert.ok(events[0].page_url.startsWith(publisher.origin), 'page_url is the publisher page');
+  const m = await postern.dashboard(site.siteId);
+  assert.equal(m.sessions, 1);
+  assert.equal(m.adblock_detected, 0);
+  assert.equal(m.walls_displayed, 0);
+  page.assertClean();
+});
+
+test('a blocked bait request: the wall, adblock_detected with network', async (t) => {
+  const site = await newSite('network', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  const verdict = await page.evaluate(() => window.Postern.check());
+  assert.deepEqual(verdict, { blocked: true, blockerType: 'network' });
+  await h.waitForWall(page);
+  await h.screenshot(page, 'wall-network');
+  const text = await h.wallText(page);
+  assert.match(text, /DNS filter/, 'network instructions');
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed']);
+  const of = (type) => events.find((e) => e.event_type === type);
+  assert.equal(of('adblock_detected').metadata.blocker_type, 'network');
+  const variant = of('wall_displayed').metadata.variant;
+  assert.ok(variants.some((v) => v.name === variant && text.includes(v.title)), `the wall shows variant ${variant}: ${text}`);
+  const m = await postern.dashboard(site.siteId);
+  assert.deepEqual([m.sessions, m.adblock_detected, m.walls_displayed, m.conversions], [1, 1, 1, 0]);
+  page.assertClean();
+});
+
+test('a bait element hidden by a cosmetic filter: extension', async (t) => {
+  const site = await newSite('extension', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.hideBaitElement });
+  const verdict = await page.evaluate(() => window.Postern.check());
+  assert.deepEqual(verdict, { blocked: true, blockerType: 'extension' });
+  await h.waitForWall(page);
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed']);
+  assert.equal(events.find((e) => e.event_type === 'adblock_detected').metadata.blocker_type, 'extension');
+  page.assertClean();
+});
+
+test("a blocker's stand-in script (no nonce) counts as blocked", async (t) => {
+  const site = await newSite('standin', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, {
+    block: (p) => p.route(`**${h.BAIT.request_path}*`, (r) => r.fulfill({ status: 200, contentType: 'text/javascript', body: '(function(){})();' })),
+  });
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: true, blockerType: 'network' });
+  await h.waitForWall(page);
+  page.assertClean();
+});
+
+test('a collector that cannot be reached decides nothing and shows nothing', async (t) => {
+  const site = await newSite('offline', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, {
+    // Everything the SDK asks the collector after loading fails, as offline.
+    block: (p) => p.route(/\/(v1|ads)\//, (r) => r.abort('internetdisconnected')),
+  });
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: 'unknown' });
+  assert.equal(await h.wallOpen(page), false);
+});
+
+test('block, wall, allow, "I have allowed": conversion_allowlist once, also after a reload', async (t) => {
+  const site = await newSite('allow', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  // Still blocked: the re-check fails and says so.
+  await h.clickInWall(page, '[data-a=recheck]');
+  await h.eventually(async () => /still blocks/.test(await h.wallText(page)));
+  // The visitor allows the site, then clicks again.
+  await h.unblockBaitRequest(page);
+  await h.clickInWall(page, '[data-a=recheck]');
+  await h.waitForWall(page, false);
+  await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'verification_failed', 'conversion_allowlist']);
+  await page.reload();
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+  assert.equal(await h.wallOpen(page), false);
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'verification_failed', 'conversion_allowlist', 'pageview']);
+  assert.equal(new Set(events.map((e) => e.session_id)).size, 1, 'one session across the reload');
+  const m = await postern.dashboard(site.siteId);
+  assert.deepEqual([m.sessions, m.adblock_detected, m.walls_displayed, m.conversions, m.conversion_rate], [1, 1, 1, 1, 100]);
+  page.assertClean();
+});
+
+test('allow-listing then reloading converts on the next page, once', async (t) => {
+  const site = await newSite('reload', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  await h.unblockBaitRequest(page);
+  await page.reload();
+  await page.evaluate(() => window.Postern.check());
+  await page.goto(`${site.url}/other`);
+  await page.evaluate(() => window.Postern.check());
+  await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'pageview', 'conversion_allowlist', 'pageview']);
+  page.assertClean();
+});
+
+test('a soft wall: dismissed by its button, then not shown again in the session', async (t) => {
+  const site = await newSite('dismiss', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  await h.clickInWall(page, '[data-a=dismiss]');
+  await h.waitForWall(page, false);
+  await page.reload();
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: true, blockerType: 'network' });
+  assert.equal(await h.wallOpen(page), false, 'a dismissed soft wall stays away for the session');
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'wall_dismissed', 'pageview']);
+  assert.ok(events.find((e) => e.event_type === 'wall_dismissed').metadata.variant, 'wall_dismissed names the variant');
+  page.assertClean();
+});
+
+test('a soft wall: Escape dismisses it once allowed; Tab stays inside the dialog', async (t) => {
+  const site = await newSite('keyboard', { ...wallDefaults, dismiss_after_seconds: 1, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  await page.keyboard.press('Escape');
+  assert.equal(await h.wallOpen(page), true, 'not dismissible before its delay');
+  for (let i = 0; i < 7; i++) {
+    await page.keyboard.press(i % 2 ? 'Shift+Tab' : 'Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.hasAttribute('data-postern-wall')), true, 'focus stays in the wall');
+  }
+  assert.equal(await page.evaluate(() => getComputedStyle(document.documentElement).overflow), 'hidden', 'scrolling is locked');
+  await h.eventually(() => h.inWall(page, function () { return !this.querySelector('[data-a=dismiss]').hidden; }));
+  await page.keyboard.press('Escape');
+  await h.waitForWall(page, false);
+  assert.notEqual(await page.evaluate(() => getComputedStyle(document.documentElement).overflow), 'hidden', 'scrolling is back');
+  await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'wall_dismissed']);
+  page.assertClean();
+});
+
+test('a hard wall has no way out but allowing; help and the subscribe link are recorded', async (t) => {
+  const site = await newSite('hard', { kind: 'hard', variants: [variants[2]] });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  assert.equal(await h.inWall(page, function () { return !!this.querySelector('[data-a=dismiss]'); }), false);
+  await h.clickInWall(page, '[data-a=help]');
+  assert.equal(await h.inWall(page, function () { return this.querySelector('#h').hidden; }), false, 'instructions open');
+  await h.clickInWall(page, '[data-a=help]');
+  await h.clickInWall(page, '[data-a=help]');
+  await Promise.all([page.waitForURL(`${publisher.origin}/subscribe`), h.clickInWall(page, '[data-a=subscribe]')]);
+  await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'wall_help_opened', 'conversion_subscribe']);
+  const m = await postern.dashboard(site.siteId);
+  assert.deepEqual([m.walls_displayed, m.conversions], [1, 1]);
+});
+
+test('forceDisplay and hide from the console', async (t) => {
+  const site = await newSite('force', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t);
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+  await page.evaluate(() => window.Postern.forceDisplay());
+  await h.waitForWall(page);
+  await page.evaluate(() => window.Postern.hide());
+  await h.waitForWall(page, false);
+  const events = await expectEvents(site.siteId, ['pageview', 'wall_displayed']);
+  assert.equal(events.find((e) => e.event_type === 'wall_displayed').metadata.debug, true, 'a forced wall is marked debug');
+  page.assertClean();
+});
+
+test('the variant is stable across reloads; ?postern_variant forces one', async (t) => {
+  const site = await newSite('variant', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  const titles = [];
+  for (let i = 0; i < 3; i++) {
+    if (i) await page.reload();
+    await page.evaluate(() => window.Postern.check());
+    await h.waitForWall(page);
+    titles.push(await h.inWall(page, function () { return this.querySelector('h2').textContent; }));
+  }
+  assert.equal(new Set(titles).size, 1, `one variant across reloads: ${titles}`);
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed', 'pageview', 'pageview']);
+  assert.equal(titles[0], variants.find((v) => v.name === events.find((e) => e.event_type === 'wall_displayed').metadata.variant).title);
+
+  const forced = await h.openPage(browser, `${site.url}?postern_variant=offer`, t, { block: h.blockBaitRequest });
+  await forced.evaluate(() => window.Postern.check());
+  await h.waitForWall(forced);
+  assert.equal(await h.inWall(forced, function () { return this.querySelector('h2').textContent; }), 'Offer title');
+  const all = await h.eventually(async () => {
+    const ev = (await postern.events(site.siteId)).filter((e) => e.event_type === 'wall_displayed');
+    return ev.length === 2 && ev;
+  });
+  assert.equal(all[1].metadata.variant, 'offer');
+  assert.equal(all[1].metadata.forced_variant, true);
+});
+
+test('readable at 375 px: the dialog fits the screen', async (t) => {
+  const site = await newSite('mobile', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { viewport: { width: 375, height: 667 }, block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  await h.screenshot(page, 'wall-375px');
+  const box = await h.inWall(page, function () {
+    const r = this.querySelector('.d').getBoundingClientRect();
+    const b = this.querySelector('[data-a=recheck]').getBoundingClientRect();
+    return { left: r.left, right: r.right, button: b.right, font: parseFloat(getComputedStyle(this.querySelector('p')).fontSize) };
+  });
+  assert.ok(box.left >= 0 && box.right <= 375 && box.button <= 375, JSON.stringify(box));
+  assert.ok(box.font >= 16, `body text at least 16px: ${box.font}`);
+  page.assertClean();
+});
