@@ -34,10 +34,10 @@ const MAX_NONCE: usize = 64;
 
 /// True for the paths this module answers (the router asks before routing here).
 pub fn handles(path: &str, demo: bool) -> bool {
-    path.starts_with("/p/") || path == BAIT_PATH || (demo && (path == "/" || path == "/demo" || path.starts_with("/demo/")))
+    path.starts_with("/p/") || path == BAIT_PATH || (demo && (path == "/demo" || path.starts_with("/demo/")))
 }
 
-/// GET /p/:file, GET <bait path>, and in demo mode GET /demo/:file and GET /
+/// GET /p/:file, GET <bait path>, and in demo mode GET /demo/:file
 pub async fn assets_get(path: warp::path::FullPath, q: Query, ctx: Ctx) -> Result<Response, ApiError> {
     let path = path.as_str();
     if path == BAIT_PATH {
@@ -46,7 +46,7 @@ pub async fn assets_get(path: warp::path::FullPath, q: Query, ctx: Ctx) -> Resul
     if let Some(file) = path.strip_prefix("/p/") {
         return sdk_file(file);
     }
-    if path == "/" || path == "/demo" {
+    if path == "/demo" {
         return Ok(redirect("/demo/"));
     }
     let file = path.strip_prefix("/demo/").map(|f| if f.is_empty() { "index.html" } else { f }).unwrap_or_default();
@@ -63,7 +63,7 @@ fn sdk_file(file: &str) -> Result<Response, ApiError> {
         "v1.js" => (sdk.loader, JS, LOADER_CACHE),
         f if f == sdk.glue_name => (sdk.glue, JS, IMMUTABLE),
         f if f == sdk.wasm_name => (sdk.wasm, "application/wasm", IMMUTABLE),
-        _ => return Err(ApiError::no_route("this path")),
+        _ => return Err(ApiError::not_found("file", "no SDK file with this name (the loader names the current ones)")),
     };
     Ok(file_reply(body, mime, cache))
 }
@@ -134,8 +134,7 @@ mod tests {
         assert!(handles(BAIT_PATH, false));
         assert!(!handles("/demo/", false), "the demo site exists only in demo mode");
         assert!(handles("/demo/", true));
-        assert!(handles("/", true));
-        assert!(!handles("/", false));
+        assert!(!handles("/", true), "the dashboard owns /");
         assert!(!handles("/v1/sites", true));
     }
 

@@ -39,7 +39,16 @@ pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<uuid::Uui
                 None => {
                     let tz = chrono_tz::Europe::Paris;
                     let new = NewSite { account_id: account, name: SITE_NAME, domain: SITE_DOMAIN, timezone: tz, revenue_per_mille: Some(2.5) };
-                    sites::create(c, &new, now)?
+                    let site = sites::create(c, &new, now)?;
+                    // The demo publisher site (www-demo) has a subscribe page: the "offer"
+                    // variant links to it, and the page itself never shows the wall.
+                    let mut wall = site.wall.clone();
+                    for v in wall["variants"].as_array_mut().into_iter().flatten().filter(|v| v["name"] == "offer") {
+                        v["subscribe_url"] = json!("/demo/subscribe.html");
+                        v["subscribe_text"] = json!("Subscribe for an ad-free Courier");
+                    }
+                    wall["excluded_paths"] = json!(["/demo/subscribe.html"]);
+                    sites::update(c, account, site.id, &sites::SiteChanges { wall: Some(wall), ..Default::default() })?
                 }
             };
             if created {

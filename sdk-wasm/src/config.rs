@@ -1,25 +1,48 @@
 //! What the SDK is told: the options given to `init`, and the site's wall
 //! configuration read from the collector's public config endpoint
-//! (`GET /v1/sdk/sites/:id/config`). Pure data and the variant choice; no I/O.
+//! (`GET /v1/sdk/sites/:id/config`), plus the variant choice.
+//!
+//! Both are read from JS objects field by field with `Reflect`: serde's
+//! deserializers (and the float formatting of their error messages) would
+//! triple the size of the wasm.
 
-use serde::Deserialize;
+use js_sys::{Array, Reflect};
+use wasm_bindgen::{JsCast, JsValue};
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Options {
     pub site_id: String,
     /// The collector's origin; the loader passes its own origin.
-    #[serde(default)]
     pub endpoint: Option<String>,
     /// A variant forced for testing.
-    #[serde(default)]
     pub variant: Option<String>,
-    #[serde(default)]
     pub debug: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
+fn get(o: &JsValue, key: &str) -> JsValue {
+    Reflect::get(o, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
+}
+
+fn string(o: &JsValue, key: &str) -> Option<String> {
+    get(o, key).as_string()
+}
+
+impl Options {
+    /// `None` unless it is an object with a non-empty string `siteId`.
+    pub fn from_js(o: &JsValue) -> Option<Options> {
+        if !o.is_object() {
+            return None;
+        }
+        Some(Options {
+            site_id: string(o, "siteId").filter(|s| !s.is_empty())?,
+            endpoint: string(o, "endpoint").filter(|s| !s.is_empty()),
+            variant: string(o, "variant").filter(|s| !s.is_empty()),
+            debug: get(o, "debug").as_bool().unwrap_or(false),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kind {
     /// Not dismissible.
     Hard,
@@ -30,56 +53,81 @@ pub enum Kind {
     Banner,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+impl Kind {
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "hard" => Some(Kind::Hard),
+            "soft" => Some(Kind::Soft),
+            "banner" => Some(Kind::Banner),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
 pub struct Variant {
     pub name: String,
-    #[serde(default = "one")]
     pub weight: f64,
-    #[serde(default)]
     pub title: Option<String>,
-    #[serde(default)]
     pub body: Option<String>,
     /// A per-variant kind overrides the site's.
-    #[serde(default)]
     pub kind: Option<Kind>,
     /// The alternative offered beside allow-listing (subscribe, contribute).
-    #[serde(default)]
     pub subscribe_url: Option<String>,
-    #[serde(default)]
     pub subscribe_text: Option<String>,
 }
 
-fn one() -> f64 {
-    1.0
-}
-
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Wall {
-    #[serde(default)]
     pub kind: Kind,
-    #[serde(default)]
     pub dismiss_after_seconds: Option<u32>,
-    #[serde(default)]
     pub variants: Vec<Variant>,
     /// Path prefixes where no wall is shown (detection and events still run).
-    #[serde(default)]
     pub excluded_paths: Vec<String>,
-    #[serde(default)]
     pub subscribe_url: Option<String>,
-    #[serde(default)]
     pub subscribe_text: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct SiteConfig {
-    #[serde(default = "yes")]
     pub active: bool,
-    #[serde(default)]
     pub wall: Wall,
 }
 
-fn yes() -> bool {
-    true
+fn array(o: &JsValue, key: &str) -> Vec<JsValue> {
+    get(o, key).dyn_into::<Array>().map(|a| a.iter().collect()).unwrap_or_default()
+}
+
+impl SiteConfig {
+    /// The config endpoint's answer; what is missing or mistyped takes its default.
+    pub fn from_js(o: &JsValue) -> SiteConfig {
+        let w = get(o, "wall");
+        let variants = array(&w, "variants")
+            .iter()
+            .filter_map(|v| {
+                Some(Variant {
+                    name: string(v, "name").filter(|n| !n.is_empty())?,
+                    weight: get(v, "weight").as_f64().unwrap_or(1.0),
+                    title: string(v, "title"),
+                    body: string(v, "body"),
+                    kind: string(v, "kind").and_then(|k| Kind::parse(&k)),
+                    subscribe_url: string(v, "subscribe_url"),
+                    subscribe_text: string(v, "subscribe_text"),
+                })
+            })
+            .collect();
+        SiteConfig {
+            active: get(o, "active").as_bool().unwrap_or(true),
+            wall: Wall {
+                kind: string(&w, "kind").and_then(|k| Kind::parse(&k)).unwrap_or_default(),
+                dismiss_after_seconds: get(&w, "dismiss_after_seconds").as_f64().filter(|s| *s >= 0.0).map(|s| s as u32),
+                variants,
+                excluded_paths: array(&w, "excluded_paths").iter().filter_map(JsValue::as_string).collect(),
+                subscribe_url: string(&w, "subscribe_url"),
+                subscribe_text: string(&w, "subscribe_text"),
+            },
+        }
+    }
 }
 
 /// Seconds before a soft wall may be dismissed when the site does not say.

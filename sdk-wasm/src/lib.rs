@@ -52,10 +52,7 @@ pub fn init(options: JsValue) -> core::result::Result<(), JsError> {
     if SDK.with(|s| s.borrow().is_some()) {
         return Ok(());
     }
-    let opts: Options = serde_wasm_bindgen::from_value(options).map_err(|_| js_err(Error::BadOptions))?;
-    if opts.site_id.is_empty() {
-        return Err(js_err(Error::BadOptions));
-    }
+    let opts = Options::from_js(&options).ok_or_else(|| js_err(Error::BadOptions))?;
     Sdk::start(opts).map(drop).map_err(js_err)
 }
 
@@ -212,7 +209,7 @@ impl Sdk {
         let v = JsFuture::from(self.config_fetch.clone()).await.unwrap_or(JsValue::NULL);
         if !v.is_null() {
             self.reachable.set(true);
-            *self.config.borrow_mut() = serde_wasm_bindgen::from_value(v).ok();
+            *self.config.borrow_mut() = Some(SiteConfig::from_js(&v));
         }
     }
 

@@ -84,13 +84,16 @@ async function startPostern({ demo = false, site = true, args = [] } = {}) {
   return postern;
 }
 
-/** A publisher's site on another origin: `pages` maps a path to its HTML. */
+/** A publisher's site on another origin: `pages` maps a path to its HTML,
+ *  or to `{ type, body }` for other files. */
 async function startPublisher(pages) {
   const server = http.createServer((req, res) => {
     if (req.url === '/favicon.ico') return res.writeHead(204).end();
-    const body = pages[new URL(req.url, 'http://x').pathname];
-    res.writeHead(body === undefined ? 404 : 200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
-    res.end(body === undefined ? 'not found' : body);
+    const page = pages[new URL(req.url, 'http://x').pathname];
+    if (page === undefined) return res.writeHead(404).end('not found');
+    const { type, body } = typeof page === 'string' ? { type: 'text/html; charset=utf-8', body: page } : page;
+    res.writeHead(200, { 'content-type': type, 'cache-control': 'no-store' });
+    res.end(body);
   });
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return {
