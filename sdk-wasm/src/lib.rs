@@ -227,8 +227,8 @@ impl Sdk {
         });
         let element = dom::probe_element().await;
         let request = match JsFuture::from(request).await.ok().and_then(|v| v.as_f64()) {
-            Some(c) if c == 0.0 => RequestProbe::Loaded,
-            Some(c) if c == 1.0 => RequestProbe::Blocked,
+            Some(0.0) => RequestProbe::Loaded,
+            Some(1.0) => RequestProbe::Blocked,
             _ => RequestProbe::Undecided,
         };
         detect::decide(element, request, dom::is_brave())
