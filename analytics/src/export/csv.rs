@@ -25,11 +25,7 @@ pub fn write(conn: &Connection, site: &Site, sel: &Selection, out: impl Write) -
     let mut csv = ::csv::Writer::from_writer(out);
     csv.write_record(HEADER).map_err(std::io::Error::from)?;
     let (from, to) = sel.period.hour_range();
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT hour, device, country, sum(sessions), sum(adblock), sum(walls), sum(conversions)
-         FROM rollup_hourly WHERE {ROLLUP_FILTER}
-         GROUP BY hour, device, country ORDER BY hour"
-    ))?;
+    let mut stmt = conn.prepare_cached(&rows_sql())?;
     let mut rows = stmt.query(params![site.seq, from, to, sel.device.map(Device::code), sel.countries_param()])?;
     let mut day: Option<NaiveDate> = None;
     let mut sums: BTreeMap<(i64, String), Counters> = BTreeMap::new();
@@ -50,6 +46,16 @@ pub fn write(conn: &Connection, site: &Site, sel: &Selection, out: impl Write) -
     }
     csv.flush()?;
     Ok(written)
+}
+
+/// The rollup rows in primary-key order, so SQLite groups them as it reads
+/// them without sorting the period first (`streams_without_sorting` checks it).
+pub(super) fn rows_sql() -> String {
+    format!(
+        "SELECT hour, device, country, sum(sessions), sum(adblock), sum(walls), sum(conversions)
+         FROM rollup_hourly WHERE {ROLLUP_FILTER}
+         GROUP BY hour, device, country ORDER BY hour, device, country"
+    )
 }
 
 /// Writes one day's rows (device order, then country) and empties `sums`.

@@ -71,3 +71,28 @@ fn file_safe(s: &str) -> String {
 /// and countries as parameters ?1 to ?5.
 const ROLLUP_FILTER: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
      AND (?5 IS NULL OR country IN (SELECT value FROM json_each(?5)))";
+
+#[cfg(test)]
+mod tests {
+    use crate::Store;
+
+    /// A temporary B-tree would make SQLite collect (and sort) the whole
+    /// period before the first row comes out: the exports would not stream.
+    #[test]
+    fn streams_without_sorting() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("plan.db")).unwrap();
+        for sql in [super::csv::rows_sql(), super::zip::EVENTS_SQL.to_owned()] {
+            for args in [(None, None), (Some(1), Some("[\"FR\"]"))] {
+                let plan: Vec<String> = store
+                    .read(|c| {
+                        let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                        let rows = stmt.query_map(rusqlite::params![1, 0, 1_000_000, args.0, args.1], |r| r.get::<_, String>(3))?;
+                        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                    })
+                    .unwrap();
+                assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "{sql}\n{plan:#?}");
+            }
+        }
+    }
+}

@@ -1,5 +1,7 @@
 //! The aggregates a presentation of a period needs: totals, every day, and
 //! the breakdowns by device, country and A/B variant, all under one selection.
+//! One pass over the selected rollup rows, in primary-key order, feeds them
+//! all; only the small per-key sums are kept.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,68 +28,63 @@ pub struct Summary {
 
 impl Summary {
     pub fn load(conn: &Connection, site: &Site, sel: &Selection) -> Result<Summary> {
-        let by_hour = grouped(conn, site, sel, "hour")?;
-        let mut per_day: HashMap<NaiveDate, Counters> = HashMap::new();
+        let (from, to) = sel.period.hour_range();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT hour, device, country, variant, sessions, adblock, walls, dismissed, conversions, wall_conversions
+             FROM rollup_hourly WHERE {ROLLUP_FILTER}"
+        ))?;
+        let mut rows = stmt.query(params![site.seq, from, to, sel.device.map(Device::code), sel.countries_param()])?;
         let mut totals = Counters::default();
-        for (hour, c) in &by_hour {
-            let hour: i64 = hour.parse().unwrap_or_default();
-            per_day.entry(sel.period.date_of_hour(hour)).or_default().add(&c.counters);
-            totals.add(&c.counters);
+        let mut per_day: HashMap<NaiveDate, Counters> = HashMap::new();
+        let mut per_device: BTreeMap<i64, Counters> = BTreeMap::new();
+        let mut per_country: HashMap<String, Counters> = HashMap::new();
+        let mut seen: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut last_hour = None;
+        let mut day = sel.period.start;
+        while let Some(r) = rows.next()? {
+            let hour: i64 = r.get(0)?;
+            if last_hour != Some(hour) {
+                day = sel.period.date_of_hour(hour);
+                last_hour = Some(hour);
+            }
+            let c = Counters {
+                sessions: r.get(4)?,
+                adblock: r.get(5)?,
+                walls: r.get(6)?,
+                dismissed: r.get(7)?,
+                conversions: r.get(8)?,
+            };
+            totals.add(&c);
+            per_day.entry(day).or_default().add(&c);
+            per_device.entry(r.get(1)?).or_default().add(&c);
+            let country = r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
+            match per_country.get_mut(country) {
+                Some(sum) => sum.add(&c),
+                None => {
+                    per_country.insert(country.to_owned(), c);
+                }
+            }
+            // Variant '' holds sessions without a (non-forced) variant: never an A/B arm.
+            let variant = r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?;
+            if !variant.is_empty() {
+                let wall_conversions: u64 = r.get(9)?;
+                let v = seen.entry(variant.to_owned()).or_default();
+                v.0 += c.walls;
+                v.1 += wall_conversions;
+            }
         }
+
         let daily = sel.period.dates().map(|d| (d, per_day.get(&d).copied().unwrap_or_default())).collect();
-
-        let devices = grouped(conn, site, sel, "device")?
+        let devices = per_device
             .into_iter()
-            .filter_map(|(code, c)| Some((Device::from_code(code.parse().ok()?)?, c.counters)))
             .filter(|(_, c)| *c != Counters::default())
+            .filter_map(|(code, c)| Some((Device::from_code(code)?, c)))
             .collect();
-        let mut countries: Vec<(String, Counters)> = grouped(conn, site, sel, "country")?
-            .into_iter()
-            .map(|(k, c)| (k, c.counters))
-            .filter(|(_, c)| *c != Counters::default())
-            .collect();
+        let mut countries: Vec<(String, Counters)> =
+            per_country.into_iter().filter(|(_, c)| *c != Counters::default()).collect();
         countries.sort_by(|a, b| b.1.sessions.cmp(&a.1.sessions).then_with(|| a.0.cmp(&b.0)));
-
-        // Variant '' holds sessions without a (non-forced) variant: never an A/B arm.
-        let seen: HashMap<String, (u64, u64)> = grouped(conn, site, sel, "variant")?
-            .into_iter()
-            .filter(|(name, c)| !name.is_empty() && c.counters.walls > 0)
-            .map(|(name, c)| (name, (c.counters.walls, c.wall_conversions)))
-            .collect();
+        seen.retain(|_, (walls, _)| *walls > 0);
         let variants = query::variant_results(site, &seen);
         Ok(Summary { totals, daily, devices, countries, variants })
     }
-}
-
-struct Grouped {
-    counters: Counters,
-    wall_conversions: u64,
-}
-
-/// Sums of the selected rollup rows grouped by one column, keyed by its text.
-fn grouped(conn: &Connection, site: &Site, sel: &Selection, column: &'static str) -> Result<BTreeMap<String, Grouped>> {
-    let sql = format!(
-        "SELECT CAST({column} AS TEXT), sum(sessions), sum(adblock), sum(walls), sum(dismissed), sum(conversions), sum(wall_conversions)
-         FROM rollup_hourly WHERE {ROLLUP_FILTER} GROUP BY {column}"
-    );
-    let (from, to) = sel.period.hour_range();
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt
-        .query_map(params![site.seq, from, to, sel.device.map(Device::code), sel.countries_param()], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                Grouped {
-                    counters: Counters {
-                        sessions: r.get(1)?,
-                        adblock: r.get(2)?,
-                        walls: r.get(3)?,
-                        dismissed: r.get(4)?,
-                        conversions: r.get(5)?,
-                    },
-                    wall_conversions: r.get(6)?,
-                },
-            ))
-        })?
-        .collect::<rusqlite::Result<_>>()?;
-    Ok(rows)
 }

@@ -346,7 +346,7 @@ fn zip_holds_csv_json_raw_events_and_a_manifest() {
     let json: Value = serde_json::from_str(&get("metrics.json")).unwrap();
     assert_eq!(json, ok(&k.app, &k.site, &format!("format=json&{q}")).json());
 
-    // Raw events of the FR and DE sessions, oldest first: s1 4, s2 3, s3 1, s4 3, s7 3.
+    // Raw events of the FR and DE sessions, in the order sent: s1 4, s2 3, s3 1, s4 3, s7 3.
     let events: Vec<Value> = get("events.jsonl").lines().map(|l| serde_json::from_str(l).expect("one JSON object per line")).collect();
     assert_eq!(events.len(), 14);
     let mut sessions: Vec<&str> = events.iter().map(|e| e["session_id"].as_str().unwrap()).collect();
