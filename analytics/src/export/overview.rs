@@ -2,14 +2,19 @@
 //! forward — key figures, conversions per day, devices, countries and the
 //! A/B test — composed with the `pdf` document builder.
 
+use chrono::NaiveDate;
+
 use super::pdf::{Align, Chart, ChartKind, Document, Kpi, Table};
 use super::{Selection, Summary};
 use crate::model::Site;
+use crate::period::week_monday;
 use crate::query::Counters;
 use crate::Result;
 
 /// Countries listed one by one; the rest are summed in one row.
 const TOP_COUNTRIES: usize = 15;
+/// The longest period charted day by day.
+const LONGEST_DAILY_CHART: usize = 92;
 
 pub fn render_pdf(site: &Site, sel: &Selection, s: &Summary) -> Result<Vec<u8>> {
     let p = &sel.period;
@@ -32,11 +37,15 @@ pub fn render_pdf(site: &Site, sel: &Selection, s: &Summary) -> Result<Vec<u8>> 
         Kpi::new("Walls dismissed", thousands(t.dismissed)),
     ]);
 
-    doc.heading("Conversions per day");
+    // Days up to three months; beyond, daily bars get too thin to read, so weeks.
+    let (heading, buckets) = if s.daily.len() > LONGEST_DAILY_CHART { ("Conversions per week", weekly(&s.daily)) } else {
+        ("Conversions per day", s.daily.iter().map(|(d, c)| (*d, c.conversions)).collect())
+    };
+    doc.heading(heading);
     doc.chart(Chart {
         kind: ChartKind::Bars,
-        labels: s.daily.iter().map(|(d, _)| d.format("%b %-d").to_string()).collect(),
-        values: s.daily.iter().map(|(_, c)| c.conversions as f64).collect(),
+        labels: buckets.iter().map(|(d, _)| d.format("%b %-d").to_string()).collect(),
+        values: buckets.iter().map(|(_, n)| *n as f64).collect(),
     });
 
     doc.heading("By device");
@@ -95,6 +104,20 @@ pub fn render_pdf(site: &Site, sel: &Selection, s: &Summary) -> Result<Vec<u8>> 
     doc.render()
 }
 
+/// Conversions per ISO week, labelled by the week's Monday (the first and
+/// last weeks may be partial).
+fn weekly(daily: &[(NaiveDate, Counters)]) -> Vec<(NaiveDate, u64)> {
+    let mut weeks: Vec<(NaiveDate, u64)> = Vec::new();
+    for (d, c) in daily {
+        let monday = week_monday(*d);
+        match weeks.last_mut() {
+            Some((m, n)) if *m == monday => *n += c.conversions,
+            _ => weeks.push((monday, c.conversions)),
+        }
+    }
+    weeks
+}
+
 fn breakdown(first: &str) -> Table {
     Table::new(&[
         (first, Align::Left),
@@ -147,6 +170,16 @@ fn thousands(n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn long_periods_are_charted_by_week() {
+        let day = |s: &str, n: u64| (s.parse().unwrap(), Counters { conversions: n, ..Counters::default() });
+        // Saturday 21 Nov 2026 to Tuesday 24 Nov: a partial week, then the next.
+        let daily = [day("2026-11-21", 1), day("2026-11-22", 2), day("2026-11-23", 4), day("2026-11-24", 8)];
+        assert_eq!(weekly(&daily), vec![("2026-11-16".parse().unwrap(), 3), ("2026-11-23".parse().unwrap(), 12)]);
+    }
+
     #[test]
     fn thousands_groups_digits() {
         assert_eq!(super::thousands(0), "0");

@@ -387,6 +387,10 @@ fn empty_periods_produce_valid_files() {
     let text = pdf_text(dir.path(), &ok(&app, &site, &format!("format=pdf&{q}")).bytes);
     assert!(text.contains("SESSIONS AD BLOCKERS DETECTED WALLS DISPLAYED 0 0 0"), "{text}");
     assert!(text.contains("No data in this period."), "{text}");
+    assert!(text.contains("Conversions per day"), "{text}");
+    // Two years are charted by week.
+    let text = pdf_text(dir.path(), &ok(&app, &site, "format=pdf&start=2024-01-02&end=2025-12-31").bytes);
+    assert!(text.contains("2024-01-02 to 2025-12-31 (730 days") && text.contains("Conversions per week"), "{text}");
 
     let files = unzip(&ok(&app, &site, &format!("format=zip&{q}")).bytes);
     assert_eq!(files[0].1, format!("{HEADER}\n"));
