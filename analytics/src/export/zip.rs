@@ -1,6 +1,6 @@
 //! The complete-history ZIP of a period: the CSV, the JSON, the raw events as
-//! JSON Lines (those still within raw retention) and a `manifest.json` listing
-//! every file with its row count.
+//! JSON Lines (those still within raw retention), the report runs generated in
+//! the period, and a `manifest.json` listing every file with its row count.
 //!
 //! The archive is written as a stream (data descriptors, no seeking back), so
 //! it can go straight to an HTTP body; the manifest comes last because only
@@ -11,12 +11,15 @@ use std::io::Write;
 use chrono::{DateTime, Utc};
 use rusqlite::{params, Connection};
 use serde::Serialize;
+use serde_json::json;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
 use super::{csv, json, Selection, Summary};
 use crate::model::{iso, Device, Site};
+use crate::period::hour_start;
 use crate::query::stored_event;
+use crate::report;
 use crate::Result;
 
 /// What the archive describes besides the selection.
@@ -83,6 +86,26 @@ pub fn write(conn: &Connection, a: &Archive<'_>, out: impl Write) -> Result<Mani
         "events.jsonl",
         rows,
         &format!("raw events, one JSON object per line, in the order received; kept {} days", a.raw_retention_days),
+    ));
+
+    let (from, to) = sel.period.hour_range();
+    let runs = report::runs_between(conn, &site.id.to_string(), hour_start(from), hour_start(to))?;
+    zip.start_file("report-runs.jsonl", options).map_err(std::io::Error::from)?;
+    for run in &runs {
+        let line = json!({
+            "id": run.id,
+            "type": run.kind.as_str(),
+            "period": {"start": run.period_start.to_string(), "end": run.period_end.to_string()},
+            "created_at": iso(run.created_at),
+            "content": run.json,
+        });
+        serde_json::to_writer(&mut zip, &line).map_err(std::io::Error::from)?;
+        zip.write_all(b"\n")?;
+    }
+    files.push(file(
+        "report-runs.jsonl",
+        runs.len() as u64,
+        "every report run generated in the period (whatever its filters), oldest first: id, type, period, created_at, content",
     ));
 
     let manifest = Manifest {

@@ -338,7 +338,7 @@ fn zip_holds_csv_json_raw_events_and_a_manifest() {
     assert!(f.disposition.ends_with("-FR-DE.zip\""), "{}", f.disposition);
     let files = unzip(&f.bytes);
     let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["metrics.csv", "metrics.json", "events.jsonl", "manifest.json"]);
+    assert_eq!(names, ["metrics.csv", "metrics.json", "events.jsonl", "report-runs.jsonl", "manifest.json"]);
     let get = |n: &str| files.iter().find(|(name, _)| name == n).unwrap().1.clone();
 
     // The same files as the single-format exports.
@@ -360,7 +360,43 @@ fn zip_holds_csv_json_raw_events_and_a_manifest() {
     assert_eq!(manifest["filters"], json!({"device": null, "countries": ["FR", "DE"]}));
     let rows: Vec<(String, u64)> =
         manifest["files"].as_array().unwrap().iter().map(|f| (f["name"].as_str().unwrap().to_owned(), f["rows"].as_u64().unwrap())).collect();
-    assert_eq!(rows, [("metrics.csv".to_owned(), 4), ("metrics.json".to_owned(), 4), ("events.jsonl".to_owned(), 14)]);
+    assert_eq!(rows, [
+        ("metrics.csv".to_owned(), 4),
+        ("metrics.json".to_owned(), 4),
+        ("events.jsonl".to_owned(), 14),
+        ("report-runs.jsonl".to_owned(), 0)
+    ]);
+}
+
+#[test]
+fn zip_holds_the_report_runs_generated_in_the_period() {
+    let k = known();
+    let report = k.app.post(&format!("/v1/sites/{}/reports", k.site), &json!({"type": "daily", "channels": ["webhook"]}));
+    report.expect(201);
+    let send = |k: &Known| {
+        let a = k.app.post(&format!("/v1/sites/{}/reports/{}/send", k.site, report.body["id"].as_str().unwrap()), &json!({}));
+        a.expect(201);
+        a.body
+    };
+    let (first, second) = (send(&k), send(&k));
+
+    // Runs are generated today: a period ending today has both, oldest first.
+    let f = ok(&k.app, &k.site, &format!("format=zip&start={}&end={}", k.days[0], today()));
+    let files = unzip(&f.bytes);
+    let runs: Vec<Value> = files.iter().find(|(n, _)| n == "report-runs.jsonl").unwrap().1.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!((&runs[0]["id"], &runs[1]["id"]), (&first["id"], &second["id"]));
+    assert_eq!(runs[0]["type"], "daily");
+    assert_eq!(runs[0]["period"], first["period"]);
+    assert_eq!(runs[0]["content"]["daily"], first["daily"], "{}", runs[0]);
+    let manifest: Value = serde_json::from_str(&files.iter().find(|(n, _)| n == "manifest.json").unwrap().1).unwrap();
+    let entry = manifest["files"].as_array().unwrap().iter().find(|f| f["name"] == "report-runs.jsonl").cloned();
+    assert_eq!(entry.map(|e| e["rows"].clone()), Some(json!(2)));
+
+    // A period that ended before they were generated has none.
+    let f = ok(&k.app, &k.site, &format!("format=zip&{}", period(&k)));
+    let files = unzip(&f.bytes);
+    assert_eq!(files.iter().find(|(n, _)| n == "report-runs.jsonl").unwrap().1, "");
 }
 
 #[test]
@@ -395,9 +431,10 @@ fn empty_periods_produce_valid_files() {
     let files = unzip(&ok(&app, &site, &format!("format=zip&{q}")).bytes);
     assert_eq!(files[0].1, format!("{HEADER}\n"));
     assert_eq!(files[2], ("events.jsonl".to_owned(), String::new()));
-    let manifest: Value = serde_json::from_str(&files[3].1).unwrap();
+    assert_eq!(files[3], ("report-runs.jsonl".to_owned(), String::new()));
+    let manifest: Value = serde_json::from_str(&files[4].1).unwrap();
     let rows: Vec<u64> = manifest["files"].as_array().unwrap().iter().map(|f| f["rows"].as_u64().unwrap()).collect();
-    assert_eq!(rows, [0, 3, 0]);
+    assert_eq!(rows, [0, 3, 0, 0]);
 }
 
 #[test]
