@@ -31,7 +31,7 @@ use crate::gateway::ClientAddr;
 use crate::state::Ctx;
 
 pub use sites::normalize_domain;
-pub(crate) use sites::{parse_domain, parse_name, parse_timezone, parse_wall};
+pub(crate) use sites::{parse_domain, parse_name, parse_revenue, parse_status, parse_timezone, parse_wall};
 
 /// Body limits: ingestion of one event, a batch, and every other JSON body.
 pub const TRACK_BODY_LIMIT: usize = 16 * 1024;

@@ -192,14 +192,14 @@ pub(crate) fn parse_timezone(v: Option<&Value>) -> Result<Option<Tz>, ApiError> 
         .transpose()
 }
 
-fn parse_status(v: Option<&Value>) -> Result<Option<SiteStatus>, ApiError> {
+pub(crate) fn parse_status(v: Option<&Value>) -> Result<Option<SiteStatus>, ApiError> {
     string_field(v, "status")?
         .map(|s| SiteStatus::parse(s).ok_or_else(|| ApiError::invalid("status", "invalid", "status must be active or paused")))
         .transpose()
 }
 
 /// `Some(None)` when explicitly null (clears the figure).
-fn parse_revenue(v: Option<&Value>) -> Result<Option<Option<f64>>, ApiError> {
+pub(crate) fn parse_revenue(v: Option<&Value>) -> Result<Option<Option<f64>>, ApiError> {
     const FIELD: &str = "revenue_per_1000_pageviews";
     match v {
         None => Ok(None),

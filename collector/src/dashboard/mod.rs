@@ -11,6 +11,7 @@
 mod chart;
 mod keys;
 mod login;
+mod settings;
 mod sites;
 mod templates;
 mod wall;
@@ -169,6 +170,24 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .or(path!("dashboard" / "sites" / String / "wall").and(get()).and(c()).and(v()).and(query()).then(wall::wall_page))
         .unify()
         .or(path!("dashboard" / "sites" / String / "wall").and(post()).and(c()).and(v()).and(form()).then(wall::wall_save))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "settings")
+            .and(get())
+            .and(c())
+            .and(v())
+            .and(warp::header::headers_cloned())
+            .and(query())
+            .then(settings::settings_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "settings")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(warp::header::headers_cloned())
+            .and(form())
+            .then(settings::settings_save))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "delete").and(post()).and(c()).and(v()).and(form()).then(settings::site_delete))
         .unify()
         .boxed();
 

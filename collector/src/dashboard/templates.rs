@@ -18,6 +18,8 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("site.html", include_str!("templates/site.html")),
     ("keys.html", include_str!("templates/keys.html")),
     ("wall.html", include_str!("templates/wall.html")),
+    ("site_tabs.html", include_str!("templates/site_tabs.html")),
+    ("site_settings.html", include_str!("templates/site_settings.html")),
 ];
 
 /// Static files: (name, content type, body).

@@ -271,6 +271,9 @@ fn a_reader_can_look_but_every_change_is_refused() {
     keys_page.expect(200);
     assert!(!keys_page.text.contains("Generate API Key</button>") && !keys_page.text.contains(">Revoke"));
     b.get(&format!("/dashboard/sites/{site}?days=30")).expect(200);
+    let settings = b.get(&format!("/dashboard/sites/{site}/settings"));
+    settings.expect(200);
+    assert!(!settings.text.contains("Save settings") && !settings.text.contains("Delete site"));
 
     // With a valid token, every change is still refused on the server.
     let token = b.token("/dashboard/");
@@ -278,6 +281,8 @@ fn a_reader_can_look_but_every_change_is_refused() {
         ("/dashboard/sites".into(), vec![("name", "Mine"), ("domain", "mine.example")]),
         ("/dashboard/settings/api/keys".into(), vec![("name", "mine"), ("scopes", "read")]),
         (format!("/dashboard/settings/api/keys/{key_id}/revoke"), vec![]),
+        (format!("/dashboard/sites/{site}/settings"), vec![("name", "Renamed"), ("domain", "news.example.com"), ("status", "paused")]),
+        (format!("/dashboard/sites/{site}/delete"), vec![]),
         (
             format!("/dashboard/sites/{site}/wall"),
             vec![("kind", "hard"), ("v0_name", "control"), ("v0_weight", "1"), ("v0_title", "Hacked"), ("v0_body", "Hacked")],
@@ -290,7 +295,9 @@ fn a_reader_can_look_but_every_change_is_refused() {
         assert_eq!(a.status, 403, "POST {path}: {}", a.text);
         assert!(a.text.contains("only an Admin"), "{}", a.text);
     }
-    assert_eq!(app.get("/v1/sites").body["sites"].as_array().unwrap().len(), 1);
+    let sites = app.get("/v1/sites").body;
+    assert_eq!(sites["sites"].as_array().unwrap().len(), 1);
+    assert_eq!((sites["sites"][0]["name"].as_str(), sites["sites"][0]["status"].as_str()), (Some("Site news.example.com"), Some("active")));
     let keys_after = app.get("/v1/keys").body;
     assert_eq!(keys_after["keys"].as_array().unwrap().len(), 1);
     assert!(keys_after["keys"][0]["revoked_at"].is_null());
@@ -559,4 +566,52 @@ fn the_wall_editor_saves_what_the_sdk_config_serves() {
     }
     let again = app.send(app.request(reqwest::Method::GET, &format!("/v1/sites/{site}")).bearer_auth(&app.key)).body;
     assert_eq!(&again["wall"], wall);
+}
+
+#[test]
+fn site_settings_change_the_site_and_deleting_removes_it() {
+    let app = TestApp::spawn();
+    create_user(&app, "ann@example.com", "admin");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let mut b = Browser::new(&app);
+    b.login("ann@example.com");
+    let path = format!("/dashboard/sites/{site}/settings");
+    let page = b.get(&path);
+    page.expect(200);
+    assert!(page.text.contains(&format!("data-site-id=&quot;{site}&quot;")), "the install snippet names the site");
+    let token = csrf(&page);
+
+    let form = |name: &'static str, domain: &'static str, revenue: &'static str| {
+        vec![("name", name), ("domain", domain), ("timezone", "America/New_York"), ("status", "paused"), ("revenue_per_1000_pageviews", revenue)]
+    };
+    for (fields, message) in [(form("News", "not a domain", "2"), "domain must be a host name"), (form("News", "news.example.com", "-1"), "must be zero or more")] {
+        let mut f = vec![("csrf", token.as_str())];
+        f.extend(fields);
+        let a = b.post(&path, &f);
+        assert_eq!(a.status, 400, "{}", a.text);
+        assert!(a.text.contains(message), "{}", a.text);
+    }
+    assert_eq!(app.get(&format!("/v1/sites/{site}")).body["status"], "active", "nothing changed");
+
+    let mut f = vec![("csrf", token.as_str())];
+    f.extend(form("The News", "www.news.example.com", "3.5"));
+    let a = b.post(&path, &f);
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some(format!("{path}?saved=1").as_str())));
+    let s = app.get(&format!("/v1/sites/{site}")).body;
+    assert_eq!(
+        (s["name"].as_str(), s["domain"].as_str(), s["timezone"].as_str(), s["status"].as_str(), s["revenue_per_1000_pageviews"].as_f64()),
+        (Some("The News"), Some("www.news.example.com"), Some("America/New_York"), Some("paused"), Some(3.5))
+    );
+    // A paused site's events are refused, as the page says.
+    assert_eq!(app.track(&event(&site, "session-0001", "pageview", json!({}))).status, 403);
+    // An empty revenue clears the figure.
+    let mut f = vec![("csrf", token.as_str())];
+    f.extend(form("The News", "www.news.example.com", ""));
+    assert_eq!(b.post(&path, &f).status, 303);
+    assert!(app.get(&format!("/v1/sites/{site}")).body["revenue_per_1000_pageviews"].is_null());
+
+    let a = b.post(&format!("/dashboard/sites/{site}/delete"), &[("csrf", &token)]);
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some("/dashboard/")));
+    assert_eq!(app.get(&format!("/v1/sites/{site}")).status, 404);
+    assert_eq!(b.get(&path).status, 404);
 }
