@@ -284,3 +284,13 @@ pub(crate) fn stored_event(site: &Site, r: &rusqlite::Row<'_>) -> rusqlite::Resu
         received_at: iso(from_ms(r.get(8)?)),
     })
 }
+
+/// The countries a site's sessions came from over the UTC hours `[from, to)`,
+/// in alphabetical order (for choosing export filters).
+pub fn countries(conn: &Connection, site: &Site, (from, to): (i64, i64)) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT DISTINCT country FROM rollup_hourly WHERE site = ?1 AND hour >= ?2 AND hour < ?3 ORDER BY country",
+    )?;
+    let countries = stmt.query_map(params![site.seq, from, to], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    Ok(countries)
+}

@@ -75,51 +75,71 @@ impl Format {
 pub async fn export_get(id: String, ctx: Ctx, p: Result<Principal, ApiError>, q: Query) -> Result<Response, ApiError> {
     let p = p?;
     p.require(Scope::Read)?;
-    let format = match q.get("format").map(str::trim).filter(|f| !f.is_empty()) {
-        None => return Err(ApiError::required("format")),
-        Some(f) => Format::parse(f).ok_or_else(|| ApiError::invalid("format", "invalid", "format must be csv, json, pdf or zip"))?,
-    };
-    let device = q
-        .get("device")
-        .filter(|d| !d.is_empty())
-        .map(|d| Device::parse(d).ok_or_else(|| ApiError::invalid("device", "invalid", "device must be one of desktop, mobile, tablet")))
-        .transpose()?;
-    let countries = countries(&q)?;
-    let start = date(&q, "start")?;
-    let end = date(&q, "end")?;
+    let request = ExportRequest::parse(&q)?;
     let site = load_site(&ctx, &p, &id).await?;
-    let period = period(&site, start, end)?;
-    let sel = Selection { period, device, countries };
-    let file_name = sel.file_name(&site, format.extension());
+    request.respond(&ctx, site).await
+}
 
-    let body = match format {
-        Format::Json => {
-            let export = ctx
-                .read(move |c| Ok(export::json::build(&sel, &Summary::load(c, &site, &sel)?)))
-                .await?;
-            let json = serde_json::to_vec_pretty(&export).map_err(ApiError::internal)?;
-            warp::reply::Response::new(json.into())
-        }
-        Format::Pdf => {
-            let pdf = ctx.read(move |c| export::render_pdf(&site, &sel, &Summary::load(c, &site, &sel)?)).await?;
-            warp::reply::Response::new(pdf.into())
-        }
-        Format::Csv => stream(&ctx, move |c, out| export::csv::write(c, &site, &sel, out).map(drop)),
-        Format::Zip => {
-            let raw_retention_days = ctx.config.raw_retention_days;
-            stream(&ctx, move |c, out| {
-                let archive = Archive { site: &site, selection: &sel, generated_at: Utc::now(), raw_retention_days };
-                export::zip::write(c, &archive, out).map(drop)
-            })
-        }
-    };
-    let mut res = body.into_response();
-    *res.status_mut() = StatusCode::OK;
-    let headers = res.headers_mut();
-    headers.insert(CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
-    let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")).map_err(ApiError::internal)?;
-    headers.insert(CONTENT_DISPOSITION, disposition);
-    Ok(res)
+/// An export's parameters, checked before the site is looked up. The
+/// dashboard's download button goes through the same two steps.
+pub struct ExportRequest {
+    format: Format,
+    device: Option<Device>,
+    countries: Vec<String>,
+    start: Option<NaiveDate>,
+    end: Option<NaiveDate>,
+}
+
+impl ExportRequest {
+    pub fn parse(q: &Query) -> Result<ExportRequest, ApiError> {
+        let format = match q.get("format").map(str::trim).filter(|f| !f.is_empty()) {
+            None => return Err(ApiError::required("format")),
+            Some(f) => Format::parse(f).ok_or_else(|| ApiError::invalid("format", "invalid", "format must be csv, json, pdf or zip"))?,
+        };
+        let device = q
+            .get("device")
+            .filter(|d| !d.is_empty())
+            .map(|d| Device::parse(d).ok_or_else(|| ApiError::invalid("device", "invalid", "device must be one of desktop, mobile, tablet")))
+            .transpose()?;
+        Ok(ExportRequest { format, device, countries: countries(q)?, start: date(q, "start")?, end: date(q, "end")? })
+    }
+
+    /// The file of `site` (already checked to be the caller's).
+    pub async fn respond(self, ctx: &Ctx, site: Site) -> Result<Response, ApiError> {
+        let ExportRequest { format, device, countries, start, end } = self;
+        let period = period(&site, start, end)?;
+        let sel = Selection { period, device, countries };
+        let file_name = sel.file_name(&site, format.extension());
+
+        let body = match format {
+            Format::Json => {
+                let export = ctx
+                    .read(move |c| Ok(export::json::build(&sel, &Summary::load(c, &site, &sel)?)))
+                    .await?;
+                let json = serde_json::to_vec_pretty(&export).map_err(ApiError::internal)?;
+                warp::reply::Response::new(json.into())
+            }
+            Format::Pdf => {
+                let pdf = ctx.read(move |c| export::render_pdf(&site, &sel, &Summary::load(c, &site, &sel)?)).await?;
+                warp::reply::Response::new(pdf.into())
+            }
+            Format::Csv => stream(ctx, move |c, out| export::csv::write(c, &site, &sel, out).map(drop)),
+            Format::Zip => {
+                let raw_retention_days = ctx.config.raw_retention_days;
+                stream(ctx, move |c, out| {
+                    let archive = Archive { site: &site, selection: &sel, generated_at: Utc::now(), raw_retention_days };
+                    export::zip::write(c, &archive, out).map(drop)
+                })
+            }
+        };
+        let mut res = body.into_response();
+        *res.status_mut() = StatusCode::OK;
+        let headers = res.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
+        let disposition = HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\"")).map_err(ApiError::internal)?;
+        headers.insert(CONTENT_DISPOSITION, disposition);
+        Ok(res)
+    }
 }
 
 /// Runs `write` on a read connection in a blocking task and answers with

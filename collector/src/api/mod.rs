@@ -6,7 +6,7 @@
 
 pub(crate) mod analytics;
 mod events;
-mod export;
+pub(crate) mod export;
 mod integrations;
 mod keys;
 mod ops;

@@ -9,6 +9,7 @@
 //! the login page.
 
 mod chart;
+mod exports;
 mod keys;
 mod login;
 mod settings;
@@ -186,6 +187,15 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
             .and(warp::header::headers_cloned())
             .and(form())
             .then(settings::settings_save))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "export").and(get()).and(c()).and(v()).then(exports::export_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "export" / "download")
+            .and(get())
+            .and(c())
+            .and(v())
+            .and(query())
+            .then(exports::export_download))
         .unify()
         .or(path!("dashboard" / "sites" / String / "delete").and(post()).and(c()).and(v()).and(form()).then(settings::site_delete))
         .unify()

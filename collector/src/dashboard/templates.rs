@@ -19,6 +19,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("keys.html", include_str!("templates/keys.html")),
     ("wall.html", include_str!("templates/wall.html")),
     ("site_tabs.html", include_str!("templates/site_tabs.html")),
+    ("export.html", include_str!("templates/export.html")),
     ("site_settings.html", include_str!("templates/site_settings.html")),
 ];
 

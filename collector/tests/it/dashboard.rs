@@ -615,3 +615,57 @@ fn site_settings_change_the_site_and_deleting_removes_it() {
     assert_eq!(app.get(&format!("/v1/sites/{site}")).status, 404);
     assert_eq!(b.get(&path).status, 404);
 }
+
+#[test]
+fn exports_download_the_same_files_as_the_api_for_either_role() {
+    let app = TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0", "--country-header", "X-Country"]);
+    create_user(&app, "rita@example.com", "reader");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    for (i, country) in ["FR", "DE", "FR"].iter().enumerate() {
+        let s = format!("session-{i:04}");
+        for t in ["pageview", "adblock_detected"] {
+            let e = event(&site, &s, t, json!({"metadata": {"device_type": "mobile"}}));
+            let req = app.request(reqwest::Method::POST, "/v1/events/track").bearer_auth(&app.key).header("X-Country", *country).json(&e);
+            app.send(req).expect(201);
+        }
+    }
+    let mut b = Browser::new(&app);
+    b.login("rita@example.com");
+    let page = b.get(&format!("/dashboard/sites/{site}/export"));
+    page.expect(200);
+    for format in ["csv", "json", "pdf", "zip"] {
+        assert!(page.text.contains(&format!("name=\"format\" value=\"{format}\"")), "{format} offered");
+    }
+    for country in ["DE", "FR"] {
+        assert!(page.text.contains(&format!("name=\"country\" value=\"{country}\"")), "{country} offered");
+    }
+
+    let today = chrono::Utc::now().date_naive();
+    let start = (today - chrono::Duration::days(6)).to_string();
+    let end = today.to_string();
+    for format in ["csv", "json", "pdf", "zip"] {
+        let q = format!("?format={format}&start={start}&end={end}&device=mobile");
+        let mine = b.get(&format!("/dashboard/sites/{site}/export/download{q}"));
+        mine.expect(200);
+        let api = app.get(&format!("/v1/sites/{site}/export{q}"));
+        api.expect(200);
+        assert_eq!(mine.header("content-type"), api.header("content-type"), "{format}");
+        assert_eq!(mine.header("content-disposition"), api.header("content-disposition"), "{format}");
+        assert!(mine.header("content-disposition").unwrap().starts_with("attachment"));
+        match format {
+            // Text formats carry no generation time: byte for byte the API's file.
+            "csv" | "json" => assert_eq!(mine.text, api.text, "{format}"),
+            "pdf" => assert!(mine.text.starts_with("%PDF-"), "a PDF"),
+            _ => assert!(mine.text.starts_with("PK"), "a ZIP"),
+        }
+    }
+    let csv = b.get(&format!("/dashboard/sites/{site}/export/download?format=csv&start={start}&end={end}&country=fr"));
+    let rows: Vec<&str> = csv.text.lines().skip(1).collect();
+    assert!(!rows.is_empty() && rows.iter().all(|r| r.ends_with(",FR")), "{}", csv.text);
+
+    let a = b.get(&format!("/dashboard/sites/{site}/export/download?format=xls"));
+    assert_eq!(a.status, 400);
+    assert!(a.text.contains("format must be csv, json, pdf or zip"));
+    let a = b.get(&format!("/dashboard/sites/{site}/export/download?format=csv&start={end}&end={start}"));
+    assert_eq!(a.status, 400);
+}
