@@ -44,7 +44,7 @@ fn view(i: &Integration, reveal: bool) -> Value {
 }
 
 /// Keeps the scheme and host of a URL, hiding the path that carries the token.
-fn mask_url(raw: &str) -> String {
+pub(crate) fn mask_url(raw: &str) -> String {
     match url::Url::parse(raw) {
         Ok(u) => format!("{}://{}/…", u.scheme(), u.host_str().unwrap_or_default()),
         Err(_) => "…".to_owned(),
@@ -126,7 +126,7 @@ pub async fn integrations_create(
     Ok(json_reply(StatusCode::CREATED, &view(&new, true)))
 }
 
-fn parse_url(s: &str) -> Result<String, ApiError> {
+pub(crate) fn parse_url(s: &str) -> Result<String, ApiError> {
     let invalid = |reason| ApiError::invalid("url", reason, "url must be an absolute http(s) URL of at most 2048 characters");
     if s.len() > MAX_URL_LEN {
         return Err(invalid("too_long"));
@@ -138,7 +138,7 @@ fn parse_url(s: &str) -> Result<String, ApiError> {
     Ok(u.to_string())
 }
 
-fn parse_email(s: &str) -> Result<String, ApiError> {
+pub(crate) fn parse_email(s: &str) -> Result<String, ApiError> {
     let s = s.trim();
     if s.len() > 254 {
         return Err(ApiError::invalid("email", "too_long", "email must be at most 254 characters"));
@@ -148,7 +148,7 @@ fn parse_email(s: &str) -> Result<String, ApiError> {
 }
 
 /// The events to receive: a non-empty list from [`EVENTS`]; all of them when absent.
-fn parse_events(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
+pub(crate) fn parse_events(v: Option<&Value>) -> Result<Vec<String>, ApiError> {
     let invalid = || ApiError::invalid("events", "invalid", format!("events must be a non-empty list of: {}", EVENTS.join(", ")));
     match v {
         None | Some(Value::Null) => Ok(EVENTS.iter().map(|e| (*e).to_owned()).collect()),

@@ -7,7 +7,7 @@
 pub(crate) mod analytics;
 mod events;
 pub(crate) mod export;
-mod integrations;
+pub(crate) mod integrations;
 mod keys;
 mod ops;
 mod reports;

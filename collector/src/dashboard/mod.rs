@@ -10,6 +10,7 @@
 
 mod chart;
 mod exports;
+mod integrations;
 mod keys;
 mod login;
 mod settings;
@@ -196,6 +197,29 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
             .and(v())
             .and(query())
             .then(exports::export_download))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "integrations").and(get()).and(c()).and(v()).then(integrations::integrations_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "integrations")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(form())
+            .then(integrations::integrations_create))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "integrations" / String / "test")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(form())
+            .then(integrations::integrations_test))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "integrations" / String / "delete")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(form())
+            .then(integrations::integrations_delete))
         .unify()
         .or(path!("dashboard" / "sites" / String / "delete").and(post()).and(c()).and(v()).and(form()).then(settings::site_delete))
         .unify()

@@ -20,6 +20,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("wall.html", include_str!("templates/wall.html")),
     ("site_tabs.html", include_str!("templates/site_tabs.html")),
     ("export.html", include_str!("templates/export.html")),
+    ("integrations.html", include_str!("templates/integrations.html")),
     ("site_settings.html", include_str!("templates/site_settings.html")),
 ];
 

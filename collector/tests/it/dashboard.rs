@@ -10,6 +10,7 @@ use reqwest::blocking::Client;
 use reqwest::redirect::Policy;
 use serde_json::{json, Value};
 
+use crate::receivers::HttpReceiver;
 use crate::support::{event, id, track_ok, Answer, TestApp, BIN};
 
 const PASSWORD: &str = "correct horse battery";
@@ -668,4 +669,83 @@ fn exports_download_the_same_files_as_the_api_for_either_role() {
     assert!(a.text.contains("format must be csv, json, pdf or zip"));
     let a = b.get(&format!("/dashboard/sites/{site}/export/download?format=csv&start={end}&end={start}"));
     assert_eq!(a.status, 400);
+}
+
+#[test]
+fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
+    let app = TestApp::spawn();
+    create_user(&app, "ann@example.com", "admin");
+    create_user(&app, "rita@example.com", "reader");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let hook = HttpReceiver::start(&[200]);
+    let mut b = Browser::new(&app);
+    b.login("ann@example.com");
+    let path = format!("/dashboard/sites/{site}/integrations");
+    let token = b.token(&path);
+
+    let a = b.post(&path, &[("csrf", &token), ("kind", "webhook"), ("name", "Ops"), ("url", "ftp://example.com/x"), ("events", "no_data")]);
+    assert_eq!(a.status, 400);
+    assert!(a.text.contains("url must be an absolute http(s) URL"), "{}", a.text);
+    let a = b.post(&path, &[("csrf", &token), ("kind", "webhook"), ("name", "Ops"), ("url", &hook.url), ("events", "bogus")]);
+    assert_eq!(a.status, 400);
+    assert!(a.text.contains("events must be a non-empty list"));
+
+    let a = b.post(&path, &[("csrf", &token), ("kind", "webhook"), ("name", "Ops"), ("url", &hook.url), ("events", "daily_report"), ("events", "no_data")]);
+    assert_eq!(a.status, 201, "{}", a.text);
+    let marker = "id=\"new-secret\" class=\"secret\" readonly value=\"";
+    let start = a.text.find(marker).expect("the signing secret is shown once") + marker.len();
+    let secret = a.text[start..].split('"').next().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let slack = "https://hooks.slack.example/services/T000/B000/SECRETTOKEN";
+    let a = b.post(&path, &[("csrf", &token), ("kind", "slack"), ("name", "Growth"), ("url", slack), ("events", "ab_test_winner")]);
+    assert_eq!(a.status, 201);
+
+    let listed = app.get(&format!("/v1/sites/{site}/integrations")).body;
+    let list = listed["integrations"].as_array().unwrap();
+    assert_eq!(list.len(), 2);
+    let webhook = list.iter().find(|i| i["kind"] == "webhook").unwrap();
+    assert_eq!(webhook["events"], json!(["daily_report", "no_data"]));
+    let iid = webhook["id"].as_str().unwrap().to_owned();
+
+    let page = b.get(&path);
+    assert!(!page.text.contains(&secret) && !page.text.contains("SECRETTOKEN"), "secrets are not shown again");
+    assert!(page.text.contains("Nothing sent yet"));
+
+    let a = b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]);
+    assert_eq!(a.status, 303, "{}", a.text);
+    let got = hook.wait_for(1, Duration::from_secs(60));
+    assert_eq!(got[0].json()["event"], "test");
+    assert!(!got[0].header("postern-signature").is_empty());
+    // The log shows the delivery once the worker has recorded it.
+    let mut rows = Vec::new();
+    for _ in 0..100 {
+        let page = b.get(&path);
+        rows = page.text.split("<table class=\"deliveries\">").nth(1).map(|t| cells(t.split("<tbody>").nth(1).unwrap())).unwrap_or_default();
+        if rows.get(2).is_some_and(|s| s == "delivered") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(rows[1..5], ["test".to_owned(), "delivered".to_owned(), "1".to_owned(), rows[4].clone()]);
+    assert!(rows[4].starts_with("HTTP 200"), "{rows:?}");
+
+    // A Reader sees the log but can neither add, test nor delete.
+    let mut r = Browser::new(&app);
+    r.login("rita@example.com");
+    let page = r.get(&path);
+    assert!(page.text.contains("delivered") && !page.text.contains("Add an integration") && !page.text.contains("Send a test"));
+    let rt = csrf(&page);
+    for (p, f) in [
+        (path.clone(), vec![("csrf", rt.as_str()), ("kind", "slack"), ("url", slack)]),
+        (format!("{path}/{iid}/test"), vec![("csrf", rt.as_str())]),
+        (format!("{path}/{iid}/delete"), vec![("csrf", rt.as_str())]),
+    ] {
+        assert_eq!(r.post(&p, &f).status, 403, "{p}");
+    }
+    assert_eq!(hook.received().len(), 1, "the Reader's test was not sent");
+
+    let a = b.post(&format!("{path}/{iid}/delete"), &[("csrf", &token)]);
+    assert_eq!(a.status, 303);
+    assert_eq!(app.get(&format!("/v1/sites/{site}/integrations")).body["integrations"].as_array().unwrap().len(), 1);
+    assert_eq!(b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]).status, 404, "a deleted integration is gone");
 }

@@ -1,0 +1,180 @@
+//! Integrations of a site: Slack-type webhooks with the alerts they receive,
+//! custom webhooks with their signing secret (shown once), e-mail addresses;
+//! a test button and the delivery log of each. Validation is the API's.
+
+use analytics::integrations::{self, Integration, Kind, NewIntegration};
+use analytics::model::iso;
+use analytics::outbox::{self, Delivery};
+use chrono::Utc;
+use http::StatusCode;
+use serde_json::Value as Json;
+use uuid::Uuid;
+use warp::reply::Response;
+
+use super::sites::site_of;
+use super::{page, redirect, Form, Viewer};
+use crate::api::integrations::{mask_url, parse_email, parse_events, parse_url};
+use crate::delivery::{self, EVENTS};
+use crate::error::ApiError;
+use crate::state::Ctx;
+
+const MAX_NAME_LEN: usize = 100;
+/// Deliveries shown in each integration's log.
+const LOG_LENGTH: usize = 10;
+
+fn delivery_view(d: &Delivery) -> minijinja::Value {
+    let last = d.attempts.last();
+    minijinja::context! {
+        id => d.id.to_string(),
+        event => d.event,
+        state => d.state,
+        created_at => iso(d.created_at),
+        attempts => d.attempts.len(),
+        status => last.and_then(|a| a.status),
+        latency_ms => last.map(|a| a.latency_ms),
+        error => d.last_error,
+    }
+}
+
+fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
+    let target = match i.kind {
+        Kind::Slack => mask_url(&i.target),
+        Kind::Email | Kind::Webhook => i.target.clone(),
+    };
+    minijinja::context! {
+        id => i.id.to_string(),
+        kind => i.kind.as_str(),
+        name => i.name,
+        target => target,
+        events => i.events,
+        signed => i.secret.is_some(),
+        created_at => iso(i.created_at),
+        deliveries => log.iter().map(delivery_view).collect::<Vec<_>>(),
+    }
+}
+
+async fn render(
+    ctx: &Ctx,
+    viewer: &Viewer,
+    site_id: &str,
+    status: StatusCode,
+    created: Option<minijinja::Value>,
+    error: Option<String>,
+) -> Result<Response, ApiError> {
+    let site = site_of(ctx, viewer, site_id).await?;
+    let seq = site.seq;
+    let items = ctx
+        .read(move |c| {
+            integrations::list(c, seq)?
+                .into_iter()
+                .filter(|i| i.deleted_at.is_none())
+                .map(|i| {
+                    let log = outbox::list(c, seq, Some(i.seq), LOG_LENGTH)?;
+                    Ok((i, log))
+                })
+                .collect::<analytics::Result<Vec<_>>>()
+        })
+        .await?;
+    let views: Vec<_> = items.iter().map(|(i, log)| integration_view(i, log)).collect();
+    let ctx = minijinja::context! {
+        nav => "sites",
+        site => minijinja::context! { id => site.id.to_string(), name => site.name },
+        integrations => views,
+        events => EVENTS,
+        created => created,
+        error => error,
+    };
+    page(status, "integrations.html", Some(viewer), ctx)
+}
+
+/// GET /dashboard/sites/:id/integrations
+pub async fn integrations_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
+    let viewer = viewer?;
+    render(&ctx, &viewer, &id, StatusCode::OK, None, None).await
+}
+
+/// The new integration's kind, name, target and events, or why not.
+fn parse(form: &Form) -> Result<(Kind, String, String, Vec<String>), ApiError> {
+    let kind = form
+        .text("kind")
+        .and_then(Kind::parse)
+        .ok_or_else(|| ApiError::invalid("kind", "invalid", "kind must be email, slack or webhook"))?;
+    let target = match kind {
+        Kind::Email => parse_email(form.text("email").ok_or_else(|| ApiError::required("email"))?)?,
+        Kind::Slack | Kind::Webhook => parse_url(form.text("url").ok_or_else(|| ApiError::required("url"))?)?,
+    };
+    let name = form.text("name").unwrap_or(kind.as_str()).to_owned();
+    if name.chars().count() > MAX_NAME_LEN {
+        return Err(ApiError::invalid("name", "invalid", format!("name must be a string of 1 to {MAX_NAME_LEN} characters")));
+    }
+    let events: Vec<Json> = form.all("events").map(|e| Json::String(e.to_owned())).collect();
+    let events = parse_events(Some(&Json::Array(events)))?;
+    Ok((kind, name, target, events))
+}
+
+/// POST /dashboard/sites/:id/integrations
+pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
+    let viewer = viewer?;
+    let form = form?;
+    viewer.check_csrf(&form)?;
+    viewer.require_admin()?;
+    let site = site_of(&ctx, &viewer, &id).await?;
+    let (kind, name, target, events) = match parse(&form) {
+        Ok(v) => v,
+        Err(e) if e.status == StatusCode::BAD_REQUEST => {
+            return render(&ctx, &viewer, &id, StatusCode::BAD_REQUEST, None, Some(e.message)).await;
+        }
+        Err(e) => return Err(e),
+    };
+    let seq = site.seq;
+    let new = ctx
+        .writer
+        .apply(move |c| integrations::create(c, &NewIntegration { site: seq, kind, name: &name, target: &target, events: &events }, Utc::now()))
+        .await?;
+    let created = minijinja::context! { name => new.name, secret => new.secret };
+    render(&ctx, &viewer, &id, StatusCode::CREATED, Some(created), None).await
+}
+
+async fn live_integration(ctx: &Ctx, viewer: &Viewer, id: &str, iid: &str) -> Result<(analytics::model::Site, Integration), ApiError> {
+    let site = site_of(ctx, viewer, id).await?;
+    let not_found = || ApiError::not_found("iid", "no integration with this id");
+    let iid = Uuid::parse_str(iid).map_err(|_| not_found())?;
+    let seq = site.seq;
+    let integration = ctx.read(move |c| integrations::get(c, seq, iid)).await?.filter(|i| i.deleted_at.is_none()).ok_or_else(not_found)?;
+    Ok((site, integration))
+}
+
+/// POST /dashboard/sites/:id/integrations/:iid/test
+pub async fn integrations_test(
+    id: String,
+    iid: String,
+    ctx: Ctx,
+    viewer: Result<Viewer, ApiError>,
+    form: Result<Form, ApiError>,
+) -> Result<Response, ApiError> {
+    let viewer = viewer?;
+    viewer.check_csrf(&form?)?;
+    viewer.require_admin()?;
+    let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
+    let site_id = site.id;
+    let anchor = integration.id;
+    ctx.writer.apply(move |c| delivery::enqueue_test(c, site_id, &integration)).await?;
+    Ok(redirect(&format!("/dashboard/sites/{site_id}/integrations#integration-{anchor}")))
+}
+
+/// POST /dashboard/sites/:id/integrations/:iid/delete
+pub async fn integrations_delete(
+    id: String,
+    iid: String,
+    ctx: Ctx,
+    viewer: Result<Viewer, ApiError>,
+    form: Result<Form, ApiError>,
+) -> Result<Response, ApiError> {
+    let viewer = viewer?;
+    viewer.check_csrf(&form?)?;
+    viewer.require_admin()?;
+    let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
+    let (seq, iid) = (site.seq, integration.id);
+    ctx.writer.apply(move |c| integrations::delete(c, seq, iid, Utc::now())).await?;
+    Ok(redirect(&format!("/dashboard/sites/{}/integrations", site.id)))
+}
