@@ -4,7 +4,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The closed list of event kinds (DESIGN §3). The numeric code is what the
@@ -307,6 +307,30 @@ pub fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
+/// Where a report or a notification goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Channel {
+    Email,
+    Slack,
+    Webhook,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Email => "email",
+            Channel::Slack => "slack",
+            Channel::Webhook => "webhook",
+        }
+    }
+
+    /// Case-insensitive, as API clients send it.
+    pub(crate) fn parse(s: &str) -> Option<Channel> {
+        [Channel::Email, Channel::Slack, Channel::Webhook].into_iter().find(|c| c.as_str().eq_ignore_ascii_case(s))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,3 +365,4 @@ mod tests {
         assert_eq!(Device::parse("tv"), None);
     }
 }
+

@@ -14,31 +14,7 @@ use uuid::Uuid;
 use crate::accounts::{from_ms, ms};
 use crate::{Error, Result};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Channel {
-    Email,
-    Slack,
-    Webhook,
-}
-
-impl Channel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Email => "email",
-            Channel::Slack => "slack",
-            Channel::Webhook => "webhook",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Channel> {
-        match s {
-            "email" => Some(Channel::Email),
-            "slack" => Some(Channel::Slack),
-            "webhook" => Some(Channel::Webhook),
-            _ => None,
-        }
-    }
-}
+pub use crate::model::Channel;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attachment {

@@ -257,27 +257,7 @@ mod role_name {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Channel {
-    Email,
-    Slack,
-    Webhook,
-}
-
-impl Channel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Channel::Email => "email",
-            Channel::Slack => "slack",
-            Channel::Webhook => "webhook",
-        }
-    }
-
-    fn parse(s: &str) -> Option<Channel> {
-        [Channel::Email, Channel::Slack, Channel::Webhook].into_iter().find(|c| c.as_str().eq_ignore_ascii_case(s))
-    }
-}
+pub use crate::model::Channel;
 
 /// The document format a report is delivered in (the e-mail body is always
 /// HTML with a plain-text alternative; pdf, csv and json add an attachment).
