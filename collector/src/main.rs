@@ -12,6 +12,7 @@ mod directory;
 mod error;
 mod gateway;
 mod geo;
+mod html;
 mod ingest;
 mod jobs;
 mod metrics;

@@ -7,6 +7,8 @@ use std::fmt::Write;
 
 use analytics::query::{Granularity, TimelineBucket};
 
+use crate::html;
+
 const W: f64 = 720.0;
 const H: f64 = 260.0;
 const LEFT: f64 = 48.0;
@@ -24,10 +26,6 @@ fn nice_ceiling(x: f64) -> f64 {
     }
     let magnitude = 10f64.powf(x.log10().floor());
     [1.0, 2.0, 2.5, 5.0, 10.0].iter().map(|m| m * magnitude).find(|v| *v >= x).unwrap_or(10.0 * magnitude)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// The short label of a bucket: `11-20` for a day or week, `11-20 08h` for an hour.
@@ -86,7 +84,7 @@ pub fn conversions_svg(buckets: &[TimelineBucket], g: Granularity) -> String {
             s,
             r#"<rect class="bar" x="{x:.2}" y="{y:.2}" width="{bar_w:.2}" height="{:.2}"><title>{}: {} conversions, {} % of {} walls</title></rect>"#,
             TOP + plot_h - y,
-            escape(&b.bucket),
+            html::escape(&b.bucket),
             b.conversions,
             b.conversion_rate,
             b.walls_displayed
@@ -103,7 +101,7 @@ pub fn conversions_svg(buckets: &[TimelineBucket], g: Granularity) -> String {
     let step = buckets.len().div_ceil(MAX_X_LABELS).max(1);
     for (i, b) in buckets.iter().enumerate().step_by(step) {
         let x = LEFT + (i as f64 + 0.5) * slot;
-        let _ = write!(s, r#"<text class="axis" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#, H - BOTTOM + 18.0, escape(&short_label(&b.bucket, g)));
+        let _ = write!(s, r#"<text class="axis" x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#, H - BOTTOM + 18.0, html::escape(&short_label(&b.bucket, g)));
     }
     let _ = write!(s, r#"<line class="baseline" x1="{LEFT}" x2="{}" y1="{}" y2="{}"/>"#, W - RIGHT, TOP + plot_h, TOP + plot_h);
     s.push_str("</svg>");

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::worker::Failure;
 use super::Notification;
 use crate::config::{DeliveryConfig, SmtpTls};
+use crate::html;
 
 /// What an e-mail row of the outbox stores (the attachments have their own table).
 #[derive(Serialize, Deserialize)]
@@ -42,33 +43,18 @@ pub(super) fn delivery(e: &super::Email, integration: Option<i64>) -> NewDeliver
 /// summary, as HTML and as plain text.
 pub(super) fn from_notification(n: &Notification, to: &str) -> super::Email {
     let mut text = format!("{}\n", n.text);
-    let mut html = format!("<!doctype html><html><body><h1>{}</h1><p>{}</p>", escape(&n.subject), escape(&n.text));
+    let mut html = format!("<!doctype html><html><body><h1>{}</h1><p>{}</p>", html::escape(&n.subject), html::escape(&n.text));
     if !n.summary.is_empty() {
         html.push_str("<table>");
         text.push('\n');
         for (label, value) in &n.summary {
             text.push_str(&format!("{label}: {value}\n"));
-            html.push_str(&format!("<tr><th align=\"left\">{}</th><td>{}</td></tr>", escape(label), escape(value)));
+            html.push_str(&format!("<tr><th align=\"left\">{}</th><td>{}</td></tr>", html::escape(label), html::escape(value)));
         }
         html.push_str("</table>");
     }
     html.push_str("</body></html>");
     super::Email { to: to.to_owned(), subject: n.subject.clone(), html, text, attachments: Vec::new() }
-}
-
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// How long one SMTP conversation may take.

@@ -8,6 +8,8 @@ use analytics::report::content::{Breakdown, Change, DayRow, Kpis};
 use analytics::report::{Content, RunDocument};
 use chrono::{Datelike, NaiveDate};
 
+use crate::html;
+
 /// One block of a report.
 enum Block {
     /// Labelled figures.
@@ -266,68 +268,53 @@ pub fn summary(doc: &RunDocument) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// A self-contained HTML document (inline styles, as e-mail clients need).
 /// `manage` is the link to change the report, shown to Admin recipients only.
 pub fn html(doc: &RunDocument, manage: Option<&str>) -> String {
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">");
-    h.push_str(&format!("<title>{}</title></head>\n", esc(&subject(doc))));
+    h.push_str(&format!("<title>{}</title></head>\n", html::escape(&subject(doc))));
     h.push_str("<body style=\"margin:0;padding:24px;background:#f4f5f7;font-family:Helvetica,Arial,sans-serif;color:#1d2330\">\n");
     h.push_str("<div style=\"max-width:680px;margin:0 auto;background:#fff;border-radius:8px;padding:24px\">\n");
     h.push_str(&format!(
         "<p style=\"margin:0;color:#6b7280;font-size:13px\">{} · {}</p>\n<h1 style=\"margin:4px 0 20px;font-size:22px\">{} — {}</h1>\n",
-        esc(&doc.site.name),
-        esc(&doc.site.domain),
-        esc(&doc.report_name),
-        esc(&period_label(doc))
+        html::escape(&doc.site.name),
+        html::escape(&doc.site.domain),
+        html::escape(&doc.report_name),
+        html::escape(&period_label(doc))
     ));
     for block in blocks(doc) {
         match block {
             Block::Figures { title, items } => {
-                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<table style=\"border-collapse:collapse;width:100%\">\n", esc(&title)));
+                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<table style=\"border-collapse:collapse;width:100%\">\n", html::escape(&title)));
                 for (k, v) in items {
                     h.push_str(&format!(
                         "<tr><td style=\"padding:6px 8px;border-bottom:1px solid #e5e7eb;color:#4b5563\">{}</td><td style=\"padding:6px 8px;border-bottom:1px solid #e5e7eb;font-weight:bold;text-align:right\">{}</td></tr>\n",
-                        esc(&k),
-                        esc(&v)
+                        html::escape(&k),
+                        html::escape(&v)
                     ));
                 }
                 h.push_str("</table>\n");
             }
             Block::Table { title, head, rows } => {
-                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<table style=\"border-collapse:collapse;width:100%;font-size:13px\">\n<tr>", esc(&title)));
+                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<table style=\"border-collapse:collapse;width:100%;font-size:13px\">\n<tr>", html::escape(&title)));
                 for c in head {
-                    h.push_str(&format!("<th style=\"text-align:left;padding:6px;border-bottom:2px solid #d1d5db\">{}</th>", esc(&c)));
+                    h.push_str(&format!("<th style=\"text-align:left;padding:6px;border-bottom:2px solid #d1d5db\">{}</th>", html::escape(&c)));
                 }
                 h.push_str("</tr>\n");
                 for row in rows {
                     h.push_str("<tr>");
                     for c in row {
-                        h.push_str(&format!("<td style=\"padding:6px;border-bottom:1px solid #e5e7eb\">{}</td>", esc(&c)));
+                        h.push_str(&format!("<td style=\"padding:6px;border-bottom:1px solid #e5e7eb\">{}</td>", html::escape(&c)));
                     }
                     h.push_str("</tr>\n");
                 }
                 h.push_str("</table>\n");
             }
             Block::Notes { title, lines } => {
-                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<ul style=\"padding-left:20px\">\n", esc(&title)));
+                h.push_str(&format!("<h2 style=\"font-size:16px;margin:20px 0 8px\">{}</h2>\n<ul style=\"padding-left:20px\">\n", html::escape(&title)));
                 for l in lines {
-                    h.push_str(&format!("<li style=\"margin:4px 0\">{}</li>\n", esc(&l)));
+                    h.push_str(&format!("<li style=\"margin:4px 0\">{}</li>\n", html::escape(&l)));
                 }
                 h.push_str("</ul>\n");
             }
@@ -336,13 +323,13 @@ pub fn html(doc: &RunDocument, manage: Option<&str>) -> String {
     if let Some(url) = manage {
         h.push_str(&format!(
             "<p style=\"margin-top:24px;font-size:13px\"><a href=\"{}\" style=\"color:#2563eb\">Change this report</a> (recipients, schedule, format)</p>\n",
-            esc(url)
+            html::escape(url)
         ));
     }
     h.push_str(&format!(
         "<p style=\"margin-top:24px;color:#9ca3af;font-size:12px\">Generated {} by Postern · times in {}</p>\n</div></body></html>\n",
-        esc(&doc.generated_at),
-        esc(&doc.site.timezone)
+        html::escape(&doc.generated_at),
+        html::escape(&doc.site.timezone)
     ));
     h
 }
@@ -501,6 +488,6 @@ mod tests {
         assert_eq!(int(999), "999");
         assert_eq!(int(1234567), "1,234,567");
         assert_eq!(points(-1.5), "-1.50 points");
-        assert_eq!(esc("<b>\"A&B\"</b>"), "&lt;b&gt;&quot;A&amp;B&quot;&lt;/b&gt;");
+        assert_eq!(html::escape("<b>\"A&B\"</b>"), "&lt;b&gt;&quot;A&amp;B&quot;&lt;/b&gt;");
     }
 }
