@@ -1,17 +1,17 @@
 //! The figures of each report type (SPEC "Reports"), computed from the hourly
 //! rollups for whole local days of the site's timezone — never from raw events.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{Datelike, NaiveDate};
 use rusqlite::{params, Connection};
 use serde::{Deserialize, Serialize};
 
 use super::config::{Filters, Metric, Spec};
-use crate::ab::{self, percent, round2, VariantCounts, VariantResult};
+use crate::ab::{self, percent, round2, VariantResult};
 use crate::model::{Device, EventType, Site};
 use crate::period::{week_monday, Period};
-use crate::query::Counters;
+use crate::query::{self, Counters};
 use crate::Result;
 
 /// The headline figures of a period.
@@ -313,21 +313,12 @@ fn by_country(conn: &Connection, site: &Site, period: &Period, scope: &Scope) ->
 
 /// A/B results over the period: the site's variants, then any other seen.
 fn variants(conn: &Connection, site: &Site, period: &Period, scope: &Scope) -> Result<Vec<VariantResult>> {
-    let seen: BTreeMap<String, (u64, u64)> = grouped(conn, site, period, scope, "variant")?
+    let seen: HashMap<String, (u64, u64)> = grouped(conn, site, period, scope, "variant")?
         .into_iter()
         .filter(|(name, _, _)| !name.is_empty())
         .map(|(name, c, wall_conversions)| (name, (c.walls, wall_conversions)))
         .collect();
-    let mut names = site.variant_names();
-    names.extend(seen.keys().filter(|n| !names.contains(n)).cloned().collect::<Vec<_>>());
-    let counts: Vec<VariantCounts> = names
-        .into_iter()
-        .map(|name| {
-            let (impressions, conversions) = seen.get(&name).copied().unwrap_or_default();
-            VariantCounts { name, impressions, conversions }
-        })
-        .collect();
-    Ok(ab::evaluate(&counts))
+    Ok(query::variant_results(site, &seen))
 }
 
 fn winner(results: &[VariantResult]) -> Option<VariantResult> {
