@@ -43,7 +43,13 @@ fn site_view(s: &Site) -> minijinja::Value {
     }
 }
 
-async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option<String>, form: Option<&Form>) -> Result<Response, ApiError> {
+/// The form's error, shown next to the field it is about.
+struct FieldError {
+    field: Option<String>,
+    message: String,
+}
+
+async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option<FieldError>, form: Option<&Form>) -> Result<Response, ApiError> {
     let account = viewer.account_id();
     let list = ctx.read(move |c| sites::list(c, account)).await?;
     let views: Vec<_> = list.iter().map(site_view).collect();
@@ -51,7 +57,10 @@ async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option
     let form = form.map(|f| {
         minijinja::context! { name => f.get("name"), domain => f.get("domain"), timezone => f.get("timezone") }
     });
-    let ctx = minijinja::context! { nav => "sites", sites => views, timezones => timezones, error => error, form => form };
+    let (error_field, error) = error.map(|e| (e.field, Some(e.message))).unwrap_or_default();
+    let ctx = minijinja::context! {
+        nav => "sites", sites => views, timezones => timezones, error => error, error_field => error_field, form => form,
+    };
     page(status, "sites.html", Some(viewer), ctx)
 }
 
@@ -80,7 +89,8 @@ pub async fn sites_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resu
     let (name, domain, timezone) = match parsed {
         Ok(v) => v,
         Err(e) if e.status == StatusCode::BAD_REQUEST => {
-            return list_page(&ctx, &viewer, StatusCode::BAD_REQUEST, Some(e.message), Some(&form)).await;
+            let error = FieldError { field: e.field, message: e.message };
+            return list_page(&ctx, &viewer, StatusCode::BAD_REQUEST, Some(error), Some(&form)).await;
         }
         Err(e) => return Err(e),
     };
