@@ -1,0 +1,161 @@
+// Helpers for the dashboard walks (tests/browser/dashboard*.test.js): users made
+// with the documented `postern admin create-user`, signing in through the form,
+// and the checks every visited page gets: no console error, one h1, a name for
+// every visible form control, screenshots at desktop and phone width, and no
+// horizontal scrolling at 375 px.
+'use strict';
+
+const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
+const path = require('node:path');
+const h = require('./harness');
+
+const BIN = process.env.POSTERN_BIN || path.join(h.ROOT, 'target/debug/postern');
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 375, height: 740 };
+
+/** `postern admin …` on the collector's database (the collector may be running). */
+function admin(postern, args, input) {
+  return execFileSync(BIN, ['admin', ...args, '--db', postern.db], { encoding: 'utf8', input }).trim();
+}
+
+/** A dashboard user, as README's "The first dashboard user" says: password on stdin. */
+function createUser(postern, { account, email, role, password }) {
+  admin(postern, ['create-user', '--account', account, '--email', email, '--role', role], `${password}\n`);
+  return { email, password };
+}
+
+/** An API key of `account`, and a fetch that uses it (answers are not checked). */
+function keyOf(postern, account) {
+  const key = admin(postern, ['create-key', '--account', account]);
+  return { key, get: (p) => apiGet(postern.url, key, p) };
+}
+
+async function apiGet(url, key, p) {
+  const res = await fetch(url + p, { headers: { authorization: `Bearer ${key}` } });
+  const text = await res.text();
+  return { status: res.status, body: text && res.headers.get('content-type')?.includes('json') ? JSON.parse(text) : text };
+}
+
+/** A page in a fresh context at desktop width. Besides the harness's console
+ *  checks, it knows which documents answered an error status the test expected
+ *  (a refused form, a 403): Chromium logs "Failed to load resource" for those,
+ *  and `clean(page)` lets exactly those through. */
+async function open(browser, url, t) {
+  const page = await h.openPage(browser, null, t, { viewport: DESKTOP });
+  const problems = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push({ text: m.text(), url: m.location().url });
+  });
+  page.on('pageerror', (e) => problems.push({ text: `page error: ${e.message}` }));
+  page.expectedErrors = new Set();
+  page.walkProblems = problems;
+  // Confirmation dialogs (revoke, delete) are answered yes: the test chose to press the button.
+  page.on('dialog', (dialog) => dialog.accept());
+  if (url) await go(page, url);
+  return page;
+}
+
+/** Fails if the page logged a console error or threw, other than the error
+ *  statuses of documents the test asked for. */
+function clean(page) {
+  const unexpected = page.walkProblems.filter((p) => {
+    const m = p.text.match(/^Failed to load resource: the server responded with a status of (\d+)/);
+    return !(m && page.expectedErrors.has(`${m[1]} ${p.url}`));
+  });
+  if (unexpected.length) throw new Error(`the page logged errors:\n${unexpected.map((p) => `${p.text} (${p.url || ''})`).join('\n')}`);
+}
+
+function expectDocument(page, response, status, what) {
+  assert.ok(response, `${what}: no document was loaded`);
+  assert.equal(response.status(), status, `${what}: ${response.url()} answered ${response.status()}`);
+  if (status >= 400) page.expectedErrors.add(`${status} ${response.url()}`);
+  return response;
+}
+
+/** Opens `url` in the page; its answer must have `status`. */
+async function go(page, url, status = 200) {
+  return expectDocument(page, await page.goto(url), status, `GET ${url}`);
+}
+
+/** Presses a form's button and waits for the next page, whose status must be `status`. */
+async function submit(page, button, status = 200) {
+  const [response] = await Promise.all([page.waitForNavigation(), button.click()]);
+  return expectDocument(page, response, status, `pressing ${button}`);
+}
+
+/** A fresh browser context at desktop width, signed in through the login form. */
+async function signIn(browser, postern, t, user) {
+  const page = await open(browser, `${postern.url}/dashboard/`, t);
+  assert.equal(new URL(page.url()).pathname, '/dashboard/login');
+  await page.getByLabel('E-mail address').fill(user.email);
+  await page.getByLabel('Password').fill(user.password);
+  await submit(page, page.getByRole('button', { name: 'Sign in' }));
+  assert.equal(new URL(page.url()).pathname, '/dashboard/', `signing in as ${user.email} did not land on the sites list`);
+  return page;
+}
+
+/** The names of the visible form controls that have no accessible name, as
+ *  Chromium's accessibility tree computes it (labels, aria-label, aria-labelledby). */
+async function unnamedControls(page) {
+  const cdp = await page.context().newCDPSession(page);
+  try {
+    const { root } = await cdp.send('DOM.getDocument', { depth: 0 });
+    const { nodeIds } = await cdp.send('DOM.querySelectorAll', {
+      nodeId: root.nodeId, selector: 'input:not([type=hidden]), select, textarea, button',
+    });
+    const missing = [];
+    for (const nodeId of nodeIds) {
+      const { nodes } = await cdp.send('Accessibility.getPartialAXTree', { nodeId, fetchRelatives: false });
+      const node = nodes[0];
+      if (!node || node.ignored) continue;
+      if (!node.name || !String(node.name.value || '').trim()) {
+        const { outerHTML } = await cdp.send('DOM.getOuterHTML', { nodeId });
+        missing.push(outerHTML.slice(0, 160));
+      }
+    }
+    return missing;
+  } finally {
+    await cdp.detach();
+  }
+}
+
+/** The checks every page of the walk gets, and its two screenshots
+ *  (tests/browser/artifacts/dashboard-<name>-desktop.png and -phone.png). */
+async function checkPage(page, name) {
+  clean(page);
+  assert.equal(await page.locator('h1').count(), 1, `${name}: a page has exactly one h1`);
+  assert.deepEqual(await unnamedControls(page), [], `${name}: every visible form control has an accessible name`);
+  await page.setViewportSize(DESKTOP);
+  await h.screenshot(page, `dashboard-${name}-desktop`);
+  await page.setViewportSize(PHONE);
+  const width = await page.evaluate(() => document.documentElement.scrollWidth);
+  assert.ok(width <= PHONE.width, `${name}: the page is ${width} px wide at ${PHONE.width} px (horizontal scrolling)`);
+  await h.screenshot(page, `dashboard-${name}-phone`);
+  await page.setViewportSize(DESKTOP);
+  clean(page);
+}
+
+/** Presses Tab from the top of the page until every locator in `targets` has
+ *  had the focus (each a playwright locator), so keyboard users reach them. */
+async function assertTabReaches(page, targets, name) {
+  await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0); });
+  await page.locator('body').focus().catch(() => {});
+  const handles = await Promise.all(targets.map(async (l) => {
+    assert.equal(await l.count(), 1, `${name}: ${l} matches one element`);
+    return l.elementHandle();
+  }));
+  const reached = new Set();
+  for (let i = 0; i < 250 && reached.size < handles.length; i++) {
+    await page.keyboard.press('Tab');
+    for (let j = 0; j < handles.length; j++) {
+      if (await handles[j].evaluate((el) => el === document.activeElement)) reached.add(j);
+    }
+  }
+  const missed = targets.filter((_, j) => !reached.has(j)).map(String);
+  assert.deepEqual(missed, [], `${name}: Tab reaches the page's main actions`);
+}
+
+module.exports = {
+  BIN, DESKTOP, PHONE, admin, createUser, keyOf, apiGet, open, clean, go, submit, signIn, checkPage, assertTabReaches, unnamedControls,
+};
