@@ -7,9 +7,11 @@
 
 const assert = require('node:assert/strict');
 const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
 const path = require('node:path');
 const h = require('./harness');
 
+const ARTIFACTS = path.join(__dirname, 'artifacts');
 const BIN = process.env.POSTERN_BIN || path.join(h.ROOT, 'target/debug/postern');
 const DESKTOP = { width: 1280, height: 900 };
 const PHONE = { width: 375, height: 740 };
@@ -120,18 +122,24 @@ async function unnamedControls(page) {
   }
 }
 
-/** The checks every page of the walk gets, and its two screenshots
+/** A screenshot of the whole page (the harness's shows the viewport only). */
+async function fullScreenshot(page, name) {
+  fs.mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+}
+
+/** The checks every page of the walk gets, and its two whole-page screenshots
  *  (tests/browser/artifacts/dashboard-<name>-desktop.png and -phone.png). */
 async function checkPage(page, name) {
   clean(page);
   assert.equal(await page.locator('h1').count(), 1, `${name}: a page has exactly one h1`);
   assert.deepEqual(await unnamedControls(page), [], `${name}: every visible form control has an accessible name`);
   await page.setViewportSize(DESKTOP);
-  await h.screenshot(page, `dashboard-${name}-desktop`);
+  await fullScreenshot(page, `dashboard-${name}-desktop`);
   await page.setViewportSize(PHONE);
   const width = await page.evaluate(() => document.documentElement.scrollWidth);
   assert.ok(width <= PHONE.width, `${name}: the page is ${width} px wide at ${PHONE.width} px (horizontal scrolling)`);
-  await h.screenshot(page, `dashboard-${name}-phone`);
+  await fullScreenshot(page, `dashboard-${name}-phone`);
   await page.setViewportSize(DESKTOP);
   clean(page);
 }
