@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // Read when the script runs, not when it is compiled: a target directory
+    // copied from another checkout must not embed that checkout's files.
+    let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
     for dir in ["sdk-wasm", "www-demo"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());

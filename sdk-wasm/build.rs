@@ -5,7 +5,9 @@
 use std::path::Path;
 
 fn main() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/filter-lists/bait.json");
+    // Read when the script runs, not when it is compiled (see collector/build.rs).
+    let dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let src = Path::new(&dir).join("../tests/filter-lists/bait.json");
     println!("cargo:rerun-if-changed={}", src.display());
     let text = std::fs::read_to_string(&src).expect("reading tests/filter-lists/bait.json");
     let bait: serde_json::Value = serde_json::from_str(&text).expect("bait.json is JSON");
@@ -26,6 +28,6 @@ fn main() {
         ),
         s(&bait["request_path"]),
     );
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("bait.rs");
-    std::fs::write(dest, out).expect("writing bait.rs");
+    let out_dir = std::env::var("OUT_DIR").unwrap();
+    std::fs::write(Path::new(&out_dir).join("bait.rs"), out).expect("writing bait.rs");
 }

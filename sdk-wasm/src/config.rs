@@ -6,6 +6,9 @@
 //! deserializers (and the float formatting of their error messages) would
 //! triple the size of the wasm.
 
+use alloc::string::String;
+use alloc::vec::Vec;
+
 use js_sys::{Array, Reflect};
 use wasm_bindgen::{JsCast, JsValue};
 
@@ -86,6 +89,20 @@ pub struct Wall {
     pub excluded_paths: Vec<String>,
     pub subscribe_url: Option<String>,
     pub subscribe_text: Option<String>,
+    pub colors: Colors,
+}
+
+/// The wall's colours (`wall.colors`), each `#rrggbb` or absent: anything
+/// else would be pasted into CSS, so it falls back to the default.
+#[derive(Debug, Clone, Default)]
+pub struct Colors {
+    pub background: Option<String>,
+    pub text: Option<String>,
+    pub accent: Option<String>,
+}
+
+pub fn is_hex_color(c: &str) -> bool {
+    c.len() == 7 && c.starts_with("#") && c.bytes().skip(1).all(|b| b.is_ascii_hexdigit())
 }
 
 #[derive(Debug, Clone)]
@@ -102,6 +119,8 @@ impl SiteConfig {
     /// The config endpoint's answer; what is missing or mistyped takes its default.
     pub fn from_js(o: &JsValue) -> SiteConfig {
         let w = get(o, "wall");
+        let c = get(&w, "colors");
+        let color = |k| string(&c, k).filter(|s| is_hex_color(s));
         let variants = array(&w, "variants")
             .iter()
             .filter_map(|v| {
@@ -125,6 +144,7 @@ impl SiteConfig {
                 excluded_paths: array(&w, "excluded_paths").iter().filter_map(JsValue::as_string).collect(),
                 subscribe_url: string(&w, "subscribe_url"),
                 subscribe_text: string(&w, "subscribe_text"),
+                colors: Colors { background: color("background"), text: color("text"), accent: color("accent") },
             },
         }
     }
@@ -216,6 +236,14 @@ mod tests {
         let w = Wall { excluded_paths: vec!["/subscribe".into(), String::new()], ..Wall::default() };
         assert!(w.excludes("/subscribe/plans"));
         assert!(!w.excludes("/article/1"));
+    }
+
+    #[test]
+    fn only_hex_colours_are_taken() {
+        assert!(is_hex_color("#0b57D0"));
+        for bad in ["red", "#fff", "#12345g", "#1234567", "#123456;}", "", "0b57d0#"] {
+            assert!(!is_hex_color(bad), "{bad}");
+        }
     }
 
     #[test]

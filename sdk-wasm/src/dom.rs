@@ -1,11 +1,13 @@
 //! The browser, reached through web-sys: storage, randomness, the page's
-//! location, event listeners as RAII values, and the bait element probe.
+//! location, timers as promises, event listeners, and the bait element probe.
+
+use alloc::string::String;
 
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{Document, Event, EventTarget, HtmlElement, Storage, Window};
+use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
 
 use crate::detect::{bait, ElementProbe, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
 use crate::error::{Error, Result};
@@ -48,9 +50,28 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
 
 /// A random UUID v4 (the session id and each event's `event_id`).
 pub fn uuid_v4() -> String {
-    let id = uuid::Builder::from_random_bytes(random_bytes::<16>()).into_uuid();
-    let mut buf = [0u8; 36];
-    id.hyphenated().encode_lower(&mut buf).into()
+    let mut b = random_bytes::<16>();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    uuid_text(&b)
+}
+
+/// The hyphenated lower-case form of 16 bytes.
+pub fn uuid_text(b: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, byte) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        push_hex(&mut s, *byte);
+    }
+    s
+}
+
+pub fn push_hex(s: &mut String, byte: u8) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    s.push(char::from(DIGITS[usize::from(byte >> 4)]));
+    s.push(char::from(DIGITS[usize::from(byte & 15)]));
 }
 
 pub fn href() -> String {
@@ -61,10 +82,19 @@ pub fn pathname() -> String {
     window().ok().and_then(|w| w.location().pathname().ok()).unwrap_or_default()
 }
 
-/// A query parameter of the page URL (`?postern_variant=NAME`).
+/// A query parameter of the page URL (`?postern_variant=NAME`), taken as
+/// written: variant names are letters, digits, `_` and `-`, which URLs
+/// never escape.
 pub fn query_param(name: &str) -> Option<String> {
-    let search = window().ok()?.location().search().ok()?;
-    web_sys::UrlSearchParams::new_with_str(&search).ok()?.get(name).filter(|v| !v.is_empty())
+    param(&window().ok()?.location().search().ok()?, name)
+}
+
+fn param(search: &str, name: &str) -> Option<String> {
+    let query = search.strip_prefix("?").unwrap_or(search);
+    query.as_bytes().split(|b| *b == b'&').find_map(|pair| {
+        let value = pair.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        core::str::from_utf8(value).ok().filter(|v| !v.is_empty()).map(String::from)
+    })
 }
 
 /// Brave exposes `navigator.brave`; no other browser does.
@@ -76,66 +106,76 @@ pub fn document_visible() -> bool {
     document().is_ok_and(|d| d.visibility_state() == web_sys::VisibilityState::Visible)
 }
 
+pub fn listen(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
+    let _ = target.add_event_listener_with_callback_and_bool(kind, f, capture);
+}
+
+pub fn unlisten(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
+    let _ = target.remove_event_listener_with_callback_and_bool(kind, f, capture);
+}
+
+/// What a `wait` waits for.
+enum Until {
+    Ms(u32),
+    /// The browser is idle (or two seconds have passed).
+    Idle,
+    /// The document is parsed.
+    Parsed,
+}
+
+/// A promise that the browser's own timers and events resolve, so waiting
+/// costs no Rust closure (and one `Promise::new` callback for all waits).
+async fn wait(until: Until) {
+    let Ok(w) = window() else { return };
+    let p = Promise::new(&mut |resolve, _| {
+        let scheduled = match until {
+            Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms as i32).is_ok(),
+            Until::Idle => {
+                // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
+                let idle = Reflect::get(&w, &JsValue::from_str("requestIdleCallback")).ok().and_then(|f| f.dyn_into::<Function>().ok());
+                let opts = js_sys::Object::new();
+                let _ = Reflect::set(&opts, &JsValue::from_str("timeout"), &JsValue::from_f64(2000.0));
+                idle.is_some_and(|f| f.call2(&w, &resolve, &opts).is_ok())
+            }
+            // The event bubbles from the document to the window.
+            Until::Parsed => w.add_event_listener_with_callback_and_bool("DOMContentLoaded", &resolve, false).is_ok(),
+        };
+        if !scheduled {
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+        }
+    });
+    let _ = JsFuture::from(p).await;
+}
+
+pub async fn sleep(ms: u32) {
+    wait(Until::Ms(ms)).await;
+}
+
 /// Resolves once the document is parsed and the browser is idle, so the
 /// probes never compete with the page's own start.
 pub async fn idle() {
-    let Ok(w) = window() else { return };
-    let wait = Promise::new(&mut |resolve: Function, _| {
-        let idle = Reflect::get(&w, &JsValue::from_str("requestIdleCallback")).ok().and_then(|f| f.dyn_into::<Function>().ok());
-        let opts = js_sys::Object::new();
-        let _ = Reflect::set(&opts, &JsValue::from_str("timeout"), &JsValue::from_f64(2000.0));
-        let scheduled = idle.map(|f| f.call2(&w, &resolve, &opts).is_ok()).unwrap_or(false);
-        if !scheduled {
-            let _ = w.set_timeout_with_callback(&resolve);
-        }
-    });
-    let _ = JsFuture::from(wait).await;
-    if let Ok(d) = document() {
-        if d.ready_state() == "loading" {
-            let parsed = Promise::new(&mut |resolve: Function, _| {
-                let _ = d.add_event_listener_with_callback("DOMContentLoaded", &resolve);
-            });
-            let _ = JsFuture::from(parsed).await;
-        }
-    }
-}
-
-/// An event listener removed when dropped.
-pub struct Listener {
-    target: EventTarget,
-    kind: &'static str,
-    capture: bool,
-    callback: Closure<dyn FnMut(Event)>,
-}
-
-impl Listener {
-    pub fn new(target: &EventTarget, kind: &'static str, capture: bool, f: impl FnMut(Event) + 'static) -> Listener {
-        let callback = Closure::<dyn FnMut(Event)>::new(f);
-        let _ = target.add_event_listener_with_callback_and_bool(kind, callback.as_ref().unchecked_ref(), capture);
-        Listener { target: target.clone(), kind, capture, callback }
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        let _ = self.target.remove_event_listener_with_callback_and_bool(self.kind, self.callback.as_ref().unchecked_ref(), self.capture);
+    wait(Until::Idle).await;
+    if document().is_ok_and(|d| d.ready_state() == "loading") {
+        wait(Until::Parsed).await;
     }
 }
 
 /// Inserts the bait element and watches it for `ELEMENT_WINDOW_MS`: hidden,
 /// collapsed or removed at any read means a cosmetic filter acted on it.
+/// The window is counted in reads, not read on the clock: the page's clock
+/// may jump, and a throttled background tab only makes the window longer.
 pub async fn probe_element() -> ElementProbe {
     let Ok(bait) = insert_bait() else { return ElementProbe::Unmeasured };
-    let started = now_ms();
-    let verdict = loop {
+    let mut verdict = ElementProbe::Visible;
+    for read in 0..=ELEMENT_WINDOW_MS / ELEMENT_POLL_MS {
+        if read > 0 {
+            sleep(ELEMENT_POLL_MS).await;
+        }
         if is_hidden(&bait) {
-            break ElementProbe::Hidden;
+            verdict = ElementProbe::Hidden;
+            break;
         }
-        if now_ms() - started >= f64::from(ELEMENT_WINDOW_MS) {
-            break ElementProbe::Visible;
-        }
-        gloo_timers::future::TimeoutFuture::new(ELEMENT_POLL_MS).await;
-    };
+    }
     bait.remove();
     verdict
 }
@@ -144,8 +184,8 @@ fn insert_bait() -> Result<HtmlElement> {
     let doc = document()?;
     let body = doc.body().ok_or(Error::NoDom)?;
     let el: HtmlElement = doc.create_element(bait::TAG)?.unchecked_into();
-    el.set_class_name(bait::CLASSES);
-    el.set_id(bait::ID);
+    el.set_attribute("class", bait::CLASSES)?;
+    el.set_attribute("id", bait::ID)?;
     el.set_attribute("style", bait::STYLE)?;
     el.set_attribute("aria-hidden", "true")?;
     body.append_child(&el)?;
@@ -153,7 +193,8 @@ fn insert_bait() -> Result<HtmlElement> {
 }
 
 fn is_hidden(el: &HtmlElement) -> bool {
-    if !el.is_connected() || el.offset_height() == 0 || el.offset_width() == 0 || el.offset_parent().is_none() {
+    // No offset parent: removed, or `display: none` on it or an ancestor.
+    if el.offset_parent().is_none() || el.offset_height() == 0 || el.offset_width() == 0 {
         return true;
     }
     let style = window().ok().and_then(|w| w.get_computed_style(el).ok().flatten());
@@ -161,4 +202,23 @@ fn is_hidden(el: &HtmlElement) -> bool {
         s.get_property_value("display").is_ok_and(|v| v == "none")
             || s.get_property_value("visibility").is_ok_and(|v| v == "hidden")
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_variant_parameter_is_read_from_the_query() {
+        assert_eq!(param("?a=1&postern_variant=offer&b", "postern_variant").as_deref(), Some("offer"));
+        assert_eq!(param("?postern_variant=", "postern_variant"), None);
+        assert_eq!(param("?xpostern_variant=a&postern_variantx=b", "postern_variant"), None);
+        assert_eq!(param("", "postern_variant"), None);
+    }
+
+    #[test]
+    fn uuids_are_hyphenated_lower_hex() {
+        let b = [0x0b, 0x7e, 0x4c, 0x1e, 0x3f, 0x2a, 0x4d, 0x5b, 0x9c, 0x8e, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f];
+        assert_eq!(uuid_text(&b), "0b7e4c1e-3f2a-4d5b-9c8e-1a2b3c4d5e6f");
+    }
 }

@@ -6,6 +6,17 @@
 //! (options, wall config, variant choice), `detect` (the verdict, pure),
 //! `dom` (browser helpers, bait element), `session`, `transport` (events,
 //! config, bait request), `wall` and `error`.
+//!
+//! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
+//! the glue), so on wasm32 the crate is `no_std`: a panic is a trap (no
+//! formatting machinery), the allocator is a small free list, and all
+//! asynchronous work runs as one future type (`Task`) and all DOM events
+//! reach one closure (`on_event`), because each distinct future or closure
+//! type adds its own copy of the executor or bindings.
+
+#![cfg_attr(target_arch = "wasm32", no_std)]
+
+extern crate alloc;
 
 mod config;
 mod detect;
@@ -15,30 +26,75 @@ mod session;
 mod transport;
 mod wall;
 
-use std::cell::{Cell, RefCell};
-use std::rc::{Rc, Weak};
+use alloc::rc::Rc;
+use alloc::string::String;
+use core::cell::{Cell, Ref, RefCell, RefMut};
 
-use js_sys::{Object, Promise, Reflect};
+use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{future_to_promise, spawn_local, JsFuture};
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use web_sys::{Event, KeyboardEvent};
 
 use config::{Kind, Options, SiteConfig, Variant};
-use detect::{BlockerType, RequestProbe, Verdict};
-use dom::Listener;
+use detect::{BlockerType, Verdict};
 use error::{Error, Result};
 use session::{Session, ADBLOCK, CONVERTED, DISMISSED, WALL};
 use wall::{Action, Texts, Wall};
 
-const DEFAULT_TITLE: &str = "Please allow this site";
-const DEFAULT_BODY: &str = "We rely on advertising to keep this site free. Please allow it in your ad blocker.";
-const DEFAULT_SUBSCRIBE_TEXT: &str = "Subscribe instead";
+/// A free-list allocator that coalesces freed blocks: the SDK lives as long
+/// as the page and re-runs detection, so memory must be reused, and dlmalloc
+/// (std's) weighs 7 KB. One thread: wasm32 without the `atomics` feature.
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+// SAFETY: the wasm module runs on the page's single thread.
+static ALLOC: lol_alloc::AssumeSingleThreaded<lol_alloc::FreeListAllocator> =
+    unsafe { lol_alloc::AssumeSingleThreaded::new(lol_alloc::FreeListAllocator::new()) };
 
-thread_local! {
-    static SDK: RefCell<Option<Rc<Sdk>>> = const { RefCell::new(None) };
+/// A panic (a bug: the code avoids every panicking path it can) traps; the
+/// loader catches the exception, so the host page keeps working.
+#[cfg(target_arch = "wasm32")]
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    core::arch::wasm32::unreachable()
 }
 
+/// A `RefCell` whose misuse (a bug) panics with a fixed message: the
+/// message of `RefCell::borrow`'s own panic would bring `core::fmt` back.
+struct Slot<T>(RefCell<T>);
+
+impl<T> Slot<T> {
+    const fn new(v: T) -> Slot<T> {
+        Slot(RefCell::new(v))
+    }
+
+    fn borrow(&self) -> Ref<'_, T> {
+        match self.0.try_borrow() {
+            Ok(r) => r,
+            Err(_) => panic!("Slot borrowed while borrowed mutably"),
+        }
+    }
+
+    fn borrow_mut(&self) -> RefMut<'_, T> {
+        match self.0.try_borrow_mut() {
+            Ok(r) => r,
+            Err(_) => panic!("Slot borrowed mutably twice"),
+        }
+    }
+
+    fn replace(&self, v: T) -> T {
+        core::mem::replace(&mut *self.borrow_mut(), v)
+    }
+}
+
+/// The page's one SDK. `no_std` has no `thread_local!`; the module has one thread.
+struct Global(Slot<Option<Rc<Sdk>>>);
+// SAFETY: wasm32 without the `atomics` feature runs on one thread only.
+unsafe impl Sync for Global {}
+static SDK: Global = Global(Slot::new(None));
+
 fn sdk() -> Result<Rc<Sdk>> {
-    SDK.with(|s| s.borrow().clone()).ok_or(Error::NotInitialized)
+    SDK.0.borrow().clone().ok_or(Error::NotInitialized)
 }
 
 fn js_err(e: Error) -> JsError {
@@ -49,11 +105,11 @@ fn js_err(e: Error) -> JsError {
 /// page is idle. A second call is ignored.
 #[wasm_bindgen]
 pub fn init(options: JsValue) -> core::result::Result<(), JsError> {
-    if SDK.with(|s| s.borrow().is_some()) {
+    if SDK.0.borrow().is_some() {
         return Ok(());
     }
     let opts = Options::from_js(&options).ok_or_else(|| js_err(Error::BadOptions))?;
-    Sdk::start(opts).map(drop).map_err(js_err)
+    Sdk::start(opts).map_err(js_err)
 }
 
 /// Runs a detection now; resolves to `{blocked, blockerType}`.
@@ -73,13 +129,7 @@ pub fn get_session_id() -> core::result::Result<String, JsError> {
 /// Shows the wall whatever the detection says; its events carry `debug: true`.
 #[wasm_bindgen(js_name = forceDisplay)]
 pub fn force_display() -> core::result::Result<(), JsError> {
-    let s = sdk().map_err(js_err)?;
-    spawn_local(async move {
-        s.ensure_config().await;
-        let blocker = s.last_blocker.get().unwrap_or(BlockerType::Unknown);
-        s.show_wall(blocker, true);
-    });
-    Ok(())
+    sdk().map(|s| drop(s.spawn(Task::Force))).map_err(js_err)
 }
 
 #[wasm_bindgen]
@@ -87,9 +137,85 @@ pub fn hide() -> core::result::Result<(), JsError> {
     sdk().map(|s| drop(s.shown.replace(None))).map_err(js_err)
 }
 
+/// The SDK's asynchronous work. All of it runs through `run`, one future type.
+enum Task {
+    /// After `init`: resend what earlier pages could not, then check when idle.
+    Start,
+    /// A detection whose verdict `check()` resolves to.
+    Check,
+    /// "I have allowed this site" clicked.
+    Recheck,
+    /// `forceDisplay()`.
+    Force,
+    /// Shows the dismiss control of the wall with this number after its delay.
+    Reveal(u32, u32),
+    /// One event body to the collector.
+    Send(String),
+}
+
+async fn run(s: Rc<Sdk>, task: Task) -> core::result::Result<JsValue, JsValue> {
+    match task {
+        Task::Start => {
+            for body in transport::take_queue() {
+                drop(s.spawn(Task::Send(body)));
+            }
+            dom::idle().await;
+            drop(s.check());
+        }
+        Task::Check => {
+            let v = s.detect().await;
+            s.act(v, false);
+            s.inflight.replace(None);
+            return Ok(verdict_object(v).into());
+        }
+        Task::Recheck => {
+            let v = s.detect().await;
+            s.act(v, true);
+        }
+        Task::Force => {
+            s.ensure_config().await;
+            s.show_wall(s.last_blocker.get().unwrap_or(BlockerType::Unknown), true);
+        }
+        Task::Reveal(number, ms) => {
+            dom::sleep(ms).await;
+            if let Some(w) = s.shown.borrow().as_ref().filter(|w| w.number == number) {
+                w.wall.reveal_dismiss();
+            }
+        }
+        Task::Send(body) => transport::send(&s.endpoint, &body).await,
+    }
+    Ok(JsValue::UNDEFINED)
+}
+
+/// Every DOM event the SDK listens to: the page's `pagehide` and
+/// `visibilitychange`, the wall's clicks and keys.
+fn on_event(e: Event) {
+    let Ok(s) = sdk() else { return };
+    match e.type_().as_str() {
+        "pagehide" => transport::flush_on_exit(&s.endpoint),
+        // A tab that comes back may have had its blocker turned off meanwhile.
+        "visibilitychange" if dom::document_visible() => drop(s.check()),
+        "click" => {
+            if let Some(a) = wall::clicked(&e) {
+                s.on_action(a);
+            }
+        }
+        "keydown" => {
+            let k: KeyboardEvent = e.unchecked_into();
+            let dismiss = s.shown.borrow().as_ref().is_some_and(|w| w.wall.on_key(&k));
+            if dismiss {
+                s.on_action(Action::Dismiss);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A wall on screen and what it was shown with.
 struct Shown {
     wall: Wall,
+    /// Counts the walls of the page, so a late `Reveal` acts on its own wall only.
+    number: u32,
     variant: String,
     /// Shown by `forceDisplay`: a clean automatic check leaves it up.
     forced: bool,
@@ -103,22 +229,24 @@ struct Sdk {
     /// `init({variant})` or `?postern_variant=NAME`.
     forced_variant: Option<String>,
     session_key: String,
-    session: RefCell<Session>,
-    /// The config request, started at `init`; resolves to the JSON or null.
-    config_fetch: Promise,
-    config: RefCell<Option<SiteConfig>>,
+    session: Slot<Session>,
+    /// The config request, started at `init`.
+    config_body: Body,
+    config: Slot<Option<SiteConfig>>,
     /// The collector answered the config request (so it is reachable).
     reachable: Cell<bool>,
     last_blocker: Cell<Option<BlockerType>>,
-    shown: RefCell<Option<Shown>>,
-    inflight: RefCell<Option<Promise>>,
-    listeners: RefCell<Vec<Listener>>,
+    shown: Slot<Option<Shown>>,
+    walls: Cell<u32>,
+    inflight: Slot<Option<Promise>>,
+    /// `on_event` as a JS function, kept for the SDK's life (the page's).
+    listener: Closure<dyn FnMut(Event)>,
 }
 
 impl Sdk {
-    fn start(opts: Options) -> Result<Rc<Sdk>> {
+    fn start(opts: Options) -> Result<()> {
         let w = dom::window()?;
-        let endpoint = opts.endpoint.filter(|e| !e.is_empty()).map_or_else(|| w.location().origin(), Ok)?;
+        let endpoint = opts.endpoint.map_or_else(|| w.location().origin(), Ok)?;
         let mut session_key = String::from("postern:s:");
         session_key.push_str(&opts.site_id);
         let stored = dom::load(&session_key).and_then(|s| Session::parse(&s));
@@ -126,52 +254,41 @@ impl Sdk {
         let mut config_url = String::from("/v1/sdk/sites/");
         config_url.push_str(&opts.site_id);
         config_url.push_str("/config");
-        let config_url = transport::join(&endpoint, &config_url);
-        let config_fetch = future_to_promise(async move { Ok(transport::get_json(&config_url).await.unwrap_or(JsValue::NULL)) });
+        let config_body = Body::new(transport::join(&endpoint, &config_url));
+        drop(config_body.start());
 
         let sdk = Rc::new(Sdk {
             site_id: opts.site_id,
             endpoint,
             debug: opts.debug,
-            forced_variant: opts.variant.filter(|v| !v.is_empty()).or_else(|| dom::query_param("postern_variant")),
+            forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
-            session: RefCell::new(session),
-            config_fetch,
-            config: RefCell::new(None),
+            session: Slot::new(session),
+            config_body,
+            config: Slot::new(None),
             reachable: Cell::new(false),
             last_blocker: Cell::new(None),
-            shown: RefCell::new(None),
-            inflight: RefCell::new(None),
-            listeners: RefCell::new(Vec::new()),
+            shown: Slot::new(None),
+            walls: Cell::new(0),
+            inflight: Slot::new(None),
+            listener: Closure::new(on_event),
         });
         sdk.save_session();
-        SDK.with(|s| *s.borrow_mut() = Some(sdk.clone()));
-
-        let weak = Rc::downgrade(&sdk);
-        let on_exit = Listener::new(&w, "pagehide", false, move |_| {
-            if let Some(s) = weak.upgrade() {
-                transport::flush_on_exit(&s.endpoint);
-            }
-        });
-        let weak = Rc::downgrade(&sdk);
-        // A tab that comes back may have had its blocker turned off meanwhile.
+        *SDK.0.borrow_mut() = Some(sdk.clone());
+        dom::listen(&w, "pagehide", sdk.listener(), false);
         let doc = dom::document()?;
-        let on_visible = Listener::new(&doc, "visibilitychange", false, move |_| {
-            if let Some(s) = weak.upgrade().filter(|_| dom::document_visible()) {
-                let _ = s.check();
-            }
-        });
-        sdk.listeners.borrow_mut().extend([on_exit, on_visible]);
-
+        dom::listen(&doc, "visibilitychange", sdk.listener(), false);
         sdk.emit("pageview", Object::new());
-        let endpoint = sdk.endpoint.clone();
-        spawn_local(async move { transport::flush(&endpoint).await });
-        let me = sdk.clone();
-        spawn_local(async move {
-            dom::idle().await;
-            let _ = me.check();
-        });
-        Ok(sdk)
+        drop(sdk.spawn(Task::Start));
+        Ok(())
+    }
+
+    fn listener(&self) -> &Function {
+        self.listener.as_ref().unchecked_ref()
+    }
+
+    fn spawn(self: &Rc<Self>, task: Task) -> Promise {
+        future_to_promise(run(self.clone(), task))
     }
 
     fn save_session(&self) {
@@ -188,7 +305,7 @@ impl Sdk {
     }
 
     /// Sends one event (in the background) and counts it as session activity.
-    fn emit(&self, event_type: &str, meta: Object) {
+    fn emit(self: &Rc<Self>, event_type: &str, meta: Object) {
         if self.forced_variant.is_some() {
             set(&meta, "forced_variant", &JsValue::TRUE);
         }
@@ -198,39 +315,26 @@ impl Sdk {
             transport::event_body(&self.site_id, &s.id, event_type, &meta)
         };
         self.save_session();
-        let endpoint = self.endpoint.clone();
-        spawn_local(async move { transport::send(&endpoint, body).await });
+        drop(self.spawn(Task::Send(body)));
     }
 
     async fn ensure_config(&self) {
         if self.config.borrow().is_some() {
             return;
         }
-        let v = JsFuture::from(self.config_fetch.clone()).await.unwrap_or(JsValue::NULL);
-        if !v.is_null() {
+        let v = self.config_body.read().await;
+        if v.is_object() && self.config.borrow().is_none() {
             self.reachable.set(true);
             *self.config.borrow_mut() = Some(SiteConfig::from_js(&v));
         }
     }
 
     /// Both probes at once: the bait request runs while the element is watched.
-    async fn detect(self: &Rc<Self>) -> Verdict {
+    async fn detect(&self) -> Verdict {
         self.ensure_config().await;
-        let (endpoint, reachable) = (self.endpoint.clone(), self.reachable.get());
-        let request = future_to_promise(async move {
-            let code = match transport::probe_request(&endpoint, reachable).await {
-                RequestProbe::Loaded => 0.0,
-                RequestProbe::Blocked => 1.0,
-                RequestProbe::Undecided => 2.0,
-            };
-            Ok(JsValue::from_f64(code))
-        });
+        let request = transport::start_probe(&self.endpoint);
         let element = dom::probe_element().await;
-        let request = match JsFuture::from(request).await.ok().and_then(|v| v.as_f64()) {
-            Some(0.0) => RequestProbe::Loaded,
-            Some(1.0) => RequestProbe::Blocked,
-            _ => RequestProbe::Undecided,
-        };
+        let request = transport::finish_probe(request, self.reachable.get()).await;
         detect::decide(element, request, dom::is_brave())
     }
 
@@ -239,13 +343,8 @@ impl Sdk {
         if let Some(p) = self.inflight.borrow().as_ref() {
             return p.clone();
         }
-        let me = self.clone();
-        let p = future_to_promise(async move {
-            let v = me.detect().await;
-            me.act(v, false);
-            me.inflight.replace(None);
-            Ok(verdict_object(v).into())
-        });
+        let p = self.spawn(Task::Check);
+        // The task starts from a microtask, so it cannot clear this before it is set.
         self.inflight.replace(Some(p.clone()));
         p
     }
@@ -262,18 +361,17 @@ impl Sdk {
                     self.emit("adblock_detected", meta(None, Some(t)));
                 }
                 if recheck {
-                    let variant = self.shown.borrow().as_ref().map(|s| s.variant.clone());
+                    let variant = self.shown_variant();
                     self.emit("verification_failed", self.wall_meta(variant.as_deref(), Some(t)));
-                    self.note("Your blocker still blocks this site. Follow the steps, then try again.");
+                    self.note(wall::STILL_BLOCKED);
                 } else {
                     self.show_wall(t, false);
                 }
             }
             Verdict::Clean => {
-                let variant = self.shown.borrow().as_ref().map(|s| s.variant.clone());
                 if self.has(WALL) && !self.has(CONVERTED) {
                     self.set(CONVERTED);
-                    let v = variant.unwrap_or_else(|| self.session.borrow().variant.clone());
+                    let v = self.shown_variant().unwrap_or_else(|| self.session.borrow().variant.clone());
                     self.emit("conversion_allowlist", meta(Some(&v).filter(|v| !v.is_empty()).map(|v| v.as_str()), None));
                 }
                 let forced = self.shown.borrow().as_ref().is_some_and(|s| s.forced);
@@ -281,9 +379,13 @@ impl Sdk {
                     self.shown.replace(None);
                 }
             }
-            Verdict::Undecided if recheck => self.note("We could not check just now. Please try again."),
+            Verdict::Undecided if recheck => self.note(wall::CANNOT_CHECK),
             Verdict::Undecided => {}
         }
+    }
+
+    fn shown_variant(&self) -> Option<String> {
+        self.shown.borrow().as_ref().map(|s| s.variant.clone())
     }
 
     fn note(&self, text: &str) {
@@ -302,10 +404,8 @@ impl Sdk {
     }
 
     fn variant_for(&self, cfg: &config::Wall) -> Option<Variant> {
-        if let Some(f) = &self.forced_variant {
-            if let Some(v) = cfg.variant(f) {
-                return Some(v.clone());
-            }
+        if let Some(v) = self.forced_variant.as_deref().and_then(|f| cfg.variant(f)) {
+            return Some(v.clone());
         }
         let s = self.session.borrow();
         cfg.variant(&s.variant).or_else(|| cfg.assign(&s.id)).cloned()
@@ -316,10 +416,14 @@ impl Sdk {
             return;
         }
         let cfg = self.config.borrow();
+        let fallback;
         let cfg = match cfg.as_ref() {
             Some(c) if forced || (c.active && !c.wall.excludes(&dom::pathname())) => c,
             // A wall without its site's texts is only shown on request.
-            None if forced => &SiteConfig { active: true, wall: config::Wall::default() },
+            None if forced => {
+                fallback = SiteConfig { active: true, wall: config::Wall::default() };
+                &fallback
+            }
             _ => return,
         };
         let variant = self.variant_for(&cfg.wall);
@@ -327,27 +431,27 @@ impl Sdk {
         if !forced && (variant.is_none() || (kind == Kind::Soft && self.has(DISMISSED))) {
             return;
         }
-        let name = variant.as_ref().map_or("control", |v| v.name.as_str()).to_owned();
         let v = variant.as_ref();
-        let subscribe_url = v.and_then(|v| v.subscribe_url.as_deref()).or(cfg.wall.subscribe_url.as_deref());
-        let subscribe_text =
-            v.and_then(|v| v.subscribe_text.as_deref()).or(cfg.wall.subscribe_text.as_deref()).unwrap_or(DEFAULT_SUBSCRIBE_TEXT);
+        let name = String::from(v.map_or("control", |v| v.name.as_str()));
         let texts = Texts {
-            title: v.and_then(|v| v.title.as_deref()).unwrap_or(DEFAULT_TITLE),
-            body: v.and_then(|v| v.body.as_deref()).unwrap_or(DEFAULT_BODY),
+            title: v.and_then(|v| v.title.as_deref()),
+            body: v.and_then(|v| v.body.as_deref()),
             kind,
             blocker,
-            subscribe: subscribe_url.map(|u| (u, subscribe_text)),
+            subscribe_url: v.and_then(|v| v.subscribe_url.as_deref()).or(cfg.wall.subscribe_url.as_deref()),
+            subscribe_text: v.and_then(|v| v.subscribe_text.as_deref()).or(cfg.wall.subscribe_text.as_deref()),
+            colors: &cfg.wall.colors,
         };
-        let weak: Weak<Sdk> = Rc::downgrade(self);
-        let on = Rc::new(move |a| {
-            if let Some(s) = weak.upgrade() {
-                s.on_action(a);
-            }
-        });
-        let dismiss_after = cfg.wall.dismiss_after_seconds.unwrap_or(config::DEFAULT_DISMISS_AFTER);
-        let Ok(wall) = Wall::show(&texts, dismiss_after, on) else { return };
-        self.shown.replace(Some(Shown { wall, variant: name.clone(), forced, help_sent: Cell::new(false) }));
+        let Ok(wall) = Wall::show(&texts, self.listener()) else { return };
+        let number = self.walls.get() + 1;
+        self.walls.set(number);
+        let delay = cfg.wall.dismiss_after_seconds.unwrap_or(config::DEFAULT_DISMISS_AFTER);
+        if kind == Kind::Banner || (kind == Kind::Soft && delay == 0) {
+            wall.reveal_dismiss();
+        } else if kind == Kind::Soft {
+            drop(self.spawn(Task::Reveal(number, delay.saturating_mul(1000))));
+        }
+        self.shown.replace(Some(Shown { wall, number, variant: name.clone(), forced, help_sent: Cell::new(false) }));
         if forced {
             self.emit("wall_displayed", self.wall_meta(Some(&name), Some(blocker)));
         } else if !self.has(WALL) {
@@ -358,22 +462,14 @@ impl Sdk {
     }
 
     fn on_action(self: &Rc<Self>, a: Action) {
-        let Some(variant) = self.shown.borrow().as_ref().map(|s| s.variant.clone()) else { return };
+        let Some(variant) = self.shown_variant() else { return };
         match a {
             Action::Recheck => {
-                self.note("Checking\u{2026}");
-                let me = self.clone();
-                spawn_local(async move {
-                    let v = me.detect().await;
-                    me.act(v, true);
-                });
+                self.note(wall::CHECKING);
+                drop(self.spawn(Task::Recheck));
             }
             Action::Help => {
-                let first = {
-                    let shown = self.shown.borrow();
-                    let s = shown.as_ref().expect_throw("the wall is shown");
-                    s.wall.toggle_help() && !s.help_sent.replace(true)
-                };
+                let first = self.shown.borrow().as_ref().is_some_and(|s| s.wall.toggle_help() && !s.help_sent.replace(true));
                 if first {
                     self.emit("wall_help_opened", self.wall_meta(Some(&variant), self.last_blocker.get()));
                 }
@@ -395,6 +491,32 @@ impl Sdk {
     }
 }
 
+/// A GET to the collector whose JSON is read once, however many wait for it.
+struct Body {
+    url: String,
+    request: Slot<Option<Promise>>,
+    body: Slot<Option<Promise>>,
+}
+
+impl Body {
+    fn new(url: String) -> Body {
+        Body { url, request: Slot::new(None), body: Slot::new(None) }
+    }
+
+    fn start(&self) -> Promise {
+        self.request.borrow_mut().get_or_insert_with(|| transport::get(&self.url)).clone()
+    }
+
+    /// The JSON of a 2xx answer, else null.
+    async fn read(&self) -> JsValue {
+        let response = transport::response(self.start()).await;
+        // Whoever gets here first reads the body; the others wait for that read.
+        let body = self.body.borrow_mut().get_or_insert_with(|| transport::json_of(response)).clone();
+        JsFuture::from(body).await.unwrap_or(JsValue::NULL)
+    }
+}
+
+/// Sets a property of a plain JS object.
 fn set(o: &Object, k: &str, v: &JsValue) {
     let _ = Reflect::set(o, &JsValue::from_str(k), v);
 }

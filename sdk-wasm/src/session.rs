@@ -5,6 +5,8 @@
 //!
 //! Stored as `id|last_ms|flags|variant`: plain text, no JSON parser needed.
 
+use alloc::string::String;
+
 /// Inactivity after which a new session starts.
 pub const TIMEOUT_MS: f64 = 30.0 * 60.0 * 1000.0;
 
@@ -29,11 +31,11 @@ impl Session {
     }
 
     pub fn parse(stored: &str) -> Option<Session> {
-        let mut parts = stored.splitn(4, '|');
-        let id = parts.next()?;
-        let last_ms: u64 = parts.next()?.parse().ok()?;
-        let flags: u8 = parts.next()?.parse().ok()?;
-        let variant = parts.next()?;
+        let mut parts = stored.as_bytes().splitn(4, |b| *b == b'|');
+        let id = core::str::from_utf8(parts.next()?).ok()?;
+        let last_ms = parse_u64(parts.next()?)?;
+        let flags = u8::try_from(parse_u64(parts.next()?)?).ok()?;
+        let variant = core::str::from_utf8(parts.next()?).ok()?;
         if id.len() < 8 {
             return None;
         }
@@ -67,19 +69,21 @@ impl Session {
     }
 }
 
-/// Decimal digits without `core::fmt`, which would weigh more than the rest of this file.
-pub fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+/// Decimal digits without `core::fmt`, which would weigh more than the rest
+/// of this file (and without indexing, whose panics would bring it back).
+pub fn push_u64(out: &mut String, n: u64) {
+    if n >= 10 {
+        push_u64(out, n / 10);
     }
-    out.extend(digits[i..].iter().map(|&d| d as char));
+    out.push(char::from(b'0' + (n % 10) as u8));
+}
+
+/// A decimal number of at least one digit, without `str::parse`'s error type.
+pub fn parse_u64(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u64, |n, d| d.is_ascii_digit().then(|| n.checked_mul(10)?.checked_add(u64::from(d - b'0')))?)
 }
 
 #[cfg(test)]
@@ -105,6 +109,15 @@ mod tests {
         assert_eq!(renewed.id, "bbbbbbbb-new");
         assert_eq!(renewed.flags, 0);
         assert!(renewed.variant.is_empty());
+    }
+
+    #[test]
+    fn digits_are_read_without_str_parse() {
+        assert_eq!(parse_u64(b"1763690000123"), Some(1_763_690_000_123));
+        assert_eq!(parse_u64(b"0"), Some(0));
+        for bad in [&b""[..], b"12a", b"-1", b"18446744073709551616"] {
+            assert_eq!(parse_u64(bad), None);
+        }
     }
 
     #[test]

@@ -7,26 +7,35 @@
 //! page being closed. A send that fails for a retryable reason is kept in
 //! localStorage (bounded) and retried on the next page load.
 
-use js_sys::{Array, Object, Reflect, JSON};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use js_sys::{Array, Object, Promise, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
-use web_sys::{AbortController, RequestCredentials, RequestInit, Response};
+use web_sys::{AbortSignal, Response};
 
 use crate::detect::{bait, request_probe, RequestProbe, REQUEST_TIMEOUT_MS};
 use crate::dom;
 
-/// Where failed sends wait for the next page.
+/// Where failed sends wait for the next page: event bodies, one per line
+/// (`JSON.stringify` never writes a raw line break).
 const QUEUE_KEY: &str = "postern:q";
 /// Oldest events are dropped past this many: a visitor offline for a long
 /// time must not grow the page's storage without bound.
-const QUEUE_MAX: u32 = 50;
+const QUEUE_MAX: usize = 50;
 
 pub const EVENTS_PATH: &str = "/v1/e";
 
+/// The endpoint without a trailing slash.
+fn origin(endpoint: &str) -> &str {
+    endpoint.strip_suffix("/").unwrap_or(endpoint)
+}
+
 pub fn join(endpoint: &str, path: &str) -> String {
     let mut url = String::with_capacity(endpoint.len() + path.len());
-    url.push_str(endpoint.trim_end_matches('/'));
+    url.push_str(origin(endpoint));
     url.push_str(path);
     url
 }
@@ -46,82 +55,80 @@ pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &
     JSON::stringify(&o).ok().and_then(|s| s.as_string()).unwrap_or_default()
 }
 
-enum Outcome {
-    Sent,
-    /// Offline, refused by the network, rate limited or a server error.
-    Retry,
-    /// The collector refused the event itself (4xx): resending cannot help.
-    Drop,
-}
-
-async fn post(url: &str, body: &str) -> Outcome {
-    let Ok(w) = dom::window() else { return Outcome::Retry };
-    let init = RequestInit::new();
-    init.set_method("POST");
-    init.set_body(&JsValue::from_str(body));
-    keepalive(&init);
-    init.set_credentials(RequestCredentials::Omit);
-    match JsFuture::from(w.fetch_with_str_and_init(url, &init)).await {
-        Ok(r) => match r.unchecked_into::<Response>().status() {
-            200..=299 => Outcome::Sent,
-            429 | 500..=599 => Outcome::Retry,
-            _ => Outcome::Drop,
-        },
-        Err(_) => Outcome::Retry,
+/// A request without cookies; with a body it is a `text/plain` POST that
+/// outlives the page (`keepalive`). A plain object: web-sys's `RequestInit`
+/// setters would each be one more import.
+fn request(body: Option<&str>) -> Object {
+    let init = Object::new();
+    crate::set(&init, "credentials", &JsValue::from_str("omit"));
+    if let Some(b) = body {
+        crate::set(&init, "method", &JsValue::from_str("POST"));
+        crate::set(&init, "body", &JsValue::from_str(b));
+        crate::set(&init, "keepalive", &JsValue::TRUE);
     }
+    init
 }
 
-/// `keepalive` lets the request outlive the page (web-sys has no setter for it).
-fn keepalive(init: &RequestInit) {
-    let _ = Reflect::set(init, &JsValue::from_str("keepalive"), &JsValue::TRUE);
+/// `fetch`, its failure (offline, blocked) taken as a value at once: a
+/// rejection that nothing handles yet is logged by the browser as an error
+/// of the page. Resolves to `[{status, value}]`; see `response`.
+fn fetch(url: &str, init: &Object) -> Option<Promise> {
+    let p = dom::window().ok()?.fetch_with_str_and_init(url, init.unchecked_ref());
+    Some(Promise::all_settled(&Array::of1(&p)))
 }
 
-/// Sends one event; on a retryable failure it joins the queue.
-pub async fn send(endpoint: &str, body: String) {
-    if let Outcome::Retry = post(&join(endpoint, EVENTS_PATH), &body).await {
-        enqueue(&body);
-    }
+/// The `Response` of a request started by `fetch`, `None` when it failed.
+pub async fn response(request: Promise) -> Option<Response> {
+    let settled = JsFuture::from(request).await.ok()?;
+    let first = Reflect::get(&settled, &JsValue::from_f64(0.0)).ok()?;
+    let value = Reflect::get(&first, &JsValue::from_str("value")).ok()?;
+    value.is_object().then(|| value.unchecked_into())
 }
 
-fn queued() -> Array {
-    dom::load(QUEUE_KEY)
-        .and_then(|s| JSON::parse(&s).ok())
-        .and_then(|v| v.dyn_into::<Array>().ok())
-        .unwrap_or_default()
-}
-
-fn save_queue(q: &Array) {
-    if q.length() == 0 {
-        dom::store(QUEUE_KEY, "[]");
-    } else if let Some(s) = JSON::stringify(q).ok().and_then(|s| s.as_string()) {
-        dom::store(QUEUE_KEY, &s);
+/// Sends one event; on a retryable failure (offline, refused by the network,
+/// rate limited, a server error) it joins the queue. A 4xx is the
+/// collector refusing the event itself: resending cannot help.
+pub async fn send(endpoint: &str, body: &str) {
+    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(body))) {
+        Some(p) => response(p).await.is_none_or(|r| matches!(r.status(), 429 | 500..=599)),
+        None => true,
+    };
+    if retry {
+        enqueue(body);
     }
 }
 
 fn enqueue(body: &str) {
-    let q = queued();
-    q.push(&JsValue::from_str(body));
-    while q.length() > QUEUE_MAX {
-        q.shift();
+    dom::store(QUEUE_KEY, &queue_with(&dom::load(QUEUE_KEY).unwrap_or_default(), body));
+}
+
+/// The event bodies of a stored queue (what an older SDK stored, a JSON
+/// array, is not one and is dropped).
+fn lines(queue: &str) -> impl Iterator<Item = &str> + Clone {
+    queue.as_bytes().split(|b| *b == b'\n').filter_map(|l| core::str::from_utf8(l).ok()).filter(|l| l.starts_with("{"))
+}
+
+/// The stored queue with `body` added, the oldest dropped past `QUEUE_MAX`.
+fn queue_with(queue: &str, body: &str) -> String {
+    let old = lines(queue);
+    let mut q = String::new();
+    for l in old.clone().skip((old.count() + 1).saturating_sub(QUEUE_MAX)) {
+        q.push_str(l);
+        q.push_str("\n");
     }
-    save_queue(&q);
+    q.push_str(body);
+    q
 }
 
 /// Takes the queue out of storage (so two tabs do not both resend it).
-fn take_queue() -> Vec<String> {
-    let q = queued();
-    if q.length() > 0 {
-        save_queue(&Array::new());
+/// Events carry their `event_id`, so a copy that did arrive after all is
+/// counted once.
+pub fn take_queue() -> Vec<String> {
+    let q = dom::load(QUEUE_KEY).unwrap_or_default();
+    if !q.is_empty() {
+        dom::store(QUEUE_KEY, "");
     }
-    q.iter().filter_map(|v| v.as_string()).collect()
-}
-
-/// Resends what earlier pages could not deliver; events carry their
-/// `event_id`, so a copy that did arrive after all is counted once.
-pub async fn flush(endpoint: &str) {
-    for body in take_queue() {
-        send(endpoint, body).await;
-    }
+    lines(&q).map(String::from).collect()
 }
 
 /// On `pagehide`: hands the queue to the browser in a form that outlives the
@@ -130,73 +137,67 @@ pub async fn flush(endpoint: &str) {
 /// the page just as well.
 pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
-    let same_origin = w.location().origin().is_ok_and(|o| endpoint.trim_end_matches('/') == o);
+    let same_origin = w.location().origin().is_ok_and(|o| origin(endpoint) == o);
     let url = join(endpoint, EVENTS_PATH);
     for body in take_queue() {
         let beaconed = same_origin && w.navigator().send_beacon_with_opt_str(&url, Some(&body)).unwrap_or(false);
         if !beaconed {
-            let init = RequestInit::new();
-            init.set_method("POST");
-            init.set_body(&JsValue::from_str(&body));
-            keepalive(&init);
-            init.set_credentials(RequestCredentials::Omit);
-            let _ = w.fetch_with_str_and_init(&url, &init);
+            let _ = fetch(&url, &request(Some(&body)));
         }
     }
 }
 
-/// GETs a JSON document from the collector; `None` when unreachable or not 2xx.
-pub async fn get_json(url: &str) -> Option<JsValue> {
-    let w = dom::window().ok()?;
-    let init = RequestInit::new();
-    init.set_credentials(RequestCredentials::Omit);
-    let r: Response = JsFuture::from(w.fetch_with_str_and_init(url, &init)).await.ok()?.unchecked_into();
-    if !r.ok() {
-        return None;
-    }
-    JsFuture::from(r.json().ok()?).await.ok()
+/// Starts a GET to the collector; see `response`.
+pub fn get(url: &str) -> Promise {
+    fetch(url, &request(None)).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
 }
 
-/// Requests the bait script with a fresh nonce. `reachable` says whether the
-/// collector answered the config request: if it did not, a failed bait
-/// request says nothing about blockers.
-pub async fn probe_request(endpoint: &str, reachable: bool) -> RequestProbe {
-    let Ok(w) = dom::window() else { return RequestProbe::Undecided };
-    let Ok(abort) = AbortController::new() else { return RequestProbe::Undecided };
-    let nonce = hex(&dom::random_bytes::<8>());
+/// The JSON body of a 2xx answer, or null.
+pub fn json_of(response: Option<Response>) -> Promise {
+    let r = response.filter(Response::ok);
+    r.and_then(|r| r.json().ok()).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
+}
+
+/// The bait request in flight, with its nonce.
+pub struct Probe {
+    response: Promise,
+    signal: AbortSignal,
+    nonce: String,
+}
+
+/// Requests the bait script with a fresh nonce; it gives up after
+/// `REQUEST_TIMEOUT_MS` by itself (`AbortSignal.timeout`, no Rust timer).
+pub fn start_probe(endpoint: &str) -> Option<Probe> {
+    let mut nonce = String::with_capacity(16);
+    for b in dom::random_bytes::<8>() {
+        dom::push_hex(&mut nonce, b);
+    }
     let mut url = join(endpoint, bait::PATH);
     url.push_str("?n=");
     url.push_str(&nonce);
-    let init = RequestInit::new();
-    init.set_credentials(RequestCredentials::Omit);
-    init.set_cache(web_sys::RequestCache::NoStore);
-    init.set_signal(Some(&abort.signal()));
-    let timer = {
-        let abort = abort.clone();
-        gloo_timers::callback::Timeout::new(REQUEST_TIMEOUT_MS, move || abort.abort())
-    };
-    let outcome = match JsFuture::from(w.fetch_with_str_and_init(&url, &init)).await {
-        Err(_) if abort.signal().aborted() || !reachable => RequestProbe::Undecided,
-        Err(_) => RequestProbe::Blocked,
-        Ok(r) => {
-            let r: Response = r.unchecked_into();
-            let text = match r.text() {
-                Ok(p) => JsFuture::from(p).await.ok().and_then(|t| t.as_string()),
-                Err(_) => None,
-            };
-            match text {
-                Some(t) => request_probe(r.status(), &t, &nonce),
-                None => RequestProbe::Undecided,
-            }
-        }
-    };
-    drop(timer);
-    outcome
+    let init = request(None);
+    crate::set(&init, "cache", &JsValue::from_str("no-store"));
+    let signal = AbortSignal::timeout_with_u32(REQUEST_TIMEOUT_MS);
+    crate::set(&init, "signal", &signal);
+    Some(Probe { response: fetch(&url, &init)?, signal, nonce })
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    bytes.iter().flat_map(|b| [DIGITS[usize::from(b >> 4)] as char, DIGITS[usize::from(b & 15)] as char]).collect()
+/// What became of the bait request. `reachable` says whether the collector
+/// answered the config request: if it did not, a failed bait request says
+/// nothing about blockers.
+pub async fn finish_probe(probe: Option<Probe>, reachable: bool) -> RequestProbe {
+    let Some(p) = probe else { return RequestProbe::Undecided };
+    match response(p.response).await {
+        None if p.signal.aborted() || !reachable => RequestProbe::Undecided,
+        None => RequestProbe::Blocked,
+        Some(r) => {
+            let text = match r.text() {
+                Ok(t) => JsFuture::from(t).await.ok().and_then(|t| t.as_string()),
+                Err(_) => None,
+            };
+            text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &p.nonce))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -210,7 +211,20 @@ mod tests {
     }
 
     #[test]
-    fn nonces_are_lower_hex() {
-        assert_eq!(hex(&[0x00, 0x9f, 0xff]), "009fff");
+    fn the_queue_keeps_the_newest_events_one_per_line() {
+        let one = queue_with("", "{\"n\":0}");
+        assert_eq!(one, "{\"n\":0}");
+        // What an older SDK stored (a JSON array) is dropped, not sent.
+        assert_eq!(queue_with("[\"{}\"]", "{\"n\":1}"), "{\"n\":1}");
+        let mut q = String::new();
+        for i in 0..QUEUE_MAX + 5 {
+            q = queue_with(&q, &format!("{{\"n\":{i}}}"));
+        }
+        let lines: Vec<&str> = lines(&q).collect();
+        assert_eq!(lines.len(), QUEUE_MAX);
+        assert_eq!(lines[0], "{\"n\":5}");
+        assert_eq!(lines[QUEUE_MAX - 1], format!("{{\"n\":{}}}", QUEUE_MAX + 4));
     }
+
+
 }

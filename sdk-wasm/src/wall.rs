@@ -1,17 +1,18 @@
-//! The wall: markup built as one string (pure, tested on the host), rendered
-//! in a closed shadow root so neither the page's CSS nor a blocker's cosmetic
-//! filters reach inside. Modal kinds trap focus and lock scrolling; all of it
-//! is undone when the `Wall` is dropped.
+//! The wall: markup built as one string (pure, tested on the host) and set
+//! with one `innerHTML` in a closed shadow root, so neither the page's CSS nor
+//! a blocker's cosmetic filters reach inside. Modal kinds trap focus and lock
+//! scrolling; all of it is undone when the `Wall` is dropped. Its events go to
+//! the SDK's one listener, which asks `clicked` and `on_key` what they mean.
 
-use std::rc::Rc;
+use js_sys::Function;
+use wasm_bindgen::{JsCast, JsValue};
+use web_sys::{Element, Event, HtmlElement, KeyboardEvent, ShadowRoot, ShadowRootInit, ShadowRootMode};
 
-use wasm_bindgen::JsCast;
-use web_sys::{Element, HtmlElement, KeyboardEvent, ShadowRoot, ShadowRootInit, ShadowRootMode};
-
-use crate::config::Kind;
+use alloc::string::String;
+use crate::config::{Colors, Kind};
 use crate::detect::BlockerType;
-use crate::dom::{self, Listener};
-use crate::error::Result;
+use crate::dom;
+use crate::error::{Error, Result};
 
 /// What the visitor did in the wall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,45 +35,55 @@ impl Action {
     }
 }
 
+/// What the site's config says about this wall; what it leaves out takes the defaults.
 pub struct Texts<'a> {
-    pub title: &'a str,
-    pub body: &'a str,
+    pub title: Option<&'a str>,
+    pub body: Option<&'a str>,
     pub kind: Kind,
     pub blocker: BlockerType,
-    /// The alternative link (url, text), if the site offers one.
-    pub subscribe: Option<(&'a str, &'a str)>,
+    /// The alternative link, if the site offers one, and its text.
+    pub subscribe_url: Option<&'a str>,
+    pub subscribe_text: Option<&'a str>,
+    pub colors: &'a Colors,
 }
 
-const STYLE: &str = "<style>:host{all:initial}\
-.o{position:fixed;inset:0;z-index:2147483647;background:rgba(17,24,39,.75);display:flex;align-items:center;justify-content:center;padding:16px;box-sizing:border-box;font:16px/1.5 system-ui,-apple-system,Segoe UI,sans-serif;color:#111827}\
-.o.b{top:auto;background:none;padding:0}\
-.d{background:#fff;border-radius:12px;max-width:34rem;width:100%;max-height:100%;overflow:auto;padding:24px;box-sizing:border-box;box-shadow:0 10px 40px rgba(0,0,0,.35)}\
-.b .d{max-width:none;border-radius:0;padding:12px 16px;border-top:3px solid #1d4ed8}\
-h2{font-size:1.35em;line-height:1.25;margin:0 0 8px}p,ol{margin:0 0 12px}ol{padding-left:1.3em}\
-button,a{font:inherit;cursor:pointer;border-radius:8px;padding:10px 16px;margin:4px 8px 4px 0;border:1px solid #374151;background:#fff;color:#111827;text-decoration:none;display:inline-block}\
-.p{background:#1d4ed8;border-color:#1d4ed8;color:#fff}#n:empty{display:none}#n{color:#b91c1c;font-weight:600}\
-[hidden]{display:none!important}:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}</style>";
+/// The site's colours (`wall.colors`, checked to be `#rrggbb` by `config`)
+/// become custom properties; these are the defaults, the dashboard's.
+const DEFAULT_BACKGROUND: &str = "#ffffff";
+const DEFAULT_TEXT: &str = "#1a1a1a";
+const DEFAULT_ACCENT: &str = "#0b57d0";
 
-fn steps(blocker: BlockerType) -> [&'static str; 2] {
+/// The wall's CSS after the colours (`.o{--b:…;--t:…;--a:…}`).
+const STYLE: &str = ".o{position:fixed;inset:0;z-index:2147483647;background:rgba(17,24,39,.75);display:flex;align-items:center;justify-content:center;padding:16px;box-sizing:border-box;font:16px/1.5 system-ui,-apple-system,Segoe UI,sans-serif;color:var(--t)}\
+.o.b{top:auto;background:none;padding:0}\
+.d{background:var(--b);border-radius:12px;max-width:34rem;width:100%;max-height:100%;overflow:auto;padding:24px;box-sizing:border-box;box-shadow:0 10px 40px rgba(0,0,0,.35)}\
+.b .d{max-width:none;border-radius:0;padding:12px 16px;border-top:3px solid var(--a)}\
+h2{font-size:1.35em;line-height:1.25;margin:0 0 8px}\
+p,ol{margin:0 0 12px}\
+ol{padding-left:1.3em}\
+button,a{font:inherit;cursor:pointer;border-radius:8px;padding:10px 16px;margin:4px 8px 4px 0;border:1px solid;background:var(--b);color:inherit;text-decoration:none;display:inline-block}\
+.p{background:var(--a);border-color:var(--a);color:#fff}\
+#n:empty{display:none}\
+#n{color:#b91c1c;font-weight:600}\
+[hidden]{display:none!important}\
+:focus-visible{outline:3px solid #f59e0b;outline-offset:2px}";
+
+/// The allow-listing steps for each kind of blocker, as list items.
+fn steps(blocker: BlockerType) -> &'static str {
     match blocker {
-        BlockerType::Extension => [
-            "Click your ad blocker\u{2019}s icon next to the address bar (uBlock Origin, Adblock Plus, AdGuard, Ghostery\u{2026}).",
-            "Turn it off for this site: the power button, or \u{201c}Don\u{2019}t run on pages on this site\u{201d}.",
-        ],
-        BlockerType::Network => [
-            "Something on your network blocks ads: a DNS filter (Pi-hole, NextDNS, AdGuard DNS), a VPN or a firewall.",
-            "Add this site to its allow-list, or pause it while you read.",
-        ],
-        BlockerType::Browser => [
-            "Your browser blocks ads by itself (for example Brave Shields).",
-            "Click the shield icon in the address bar and turn the shields down for this site.",
-        ],
-        BlockerType::Unknown => [
-            "Open your ad blocker, or your browser\u{2019}s privacy settings.",
-            "Allow this site, or pause blocking for it.",
-        ],
+        BlockerType::Extension => "<li>Click your ad blocker\u{2019}s icon next to the address bar (uBlock Origin, Adblock Plus, AdGuard, Ghostery\u{2026}).</li><li>Turn it off for this site: the power button, or \u{201c}Don\u{2019}t run on pages on this site\u{201d}.</li>",
+        BlockerType::Network => "<li>Something on your network blocks ads: a DNS filter (Pi-hole, NextDNS, AdGuard DNS), a VPN or a firewall.</li><li>Add this site to its allow-list, or pause it while you read.</li>",
+        BlockerType::Browser => "<li>Your browser blocks ads by itself (for example Brave Shields).</li><li>Click the shield icon in the address bar and turn the shields down for this site.</li>",
+        BlockerType::Unknown => "<li>Open your ad blocker, or your browser\u{2019}s privacy settings.</li><li>Allow this site, or pause blocking for it.</li>",
     }
 }
+
+pub const TITLE: &str = "Please allow this site";
+pub const BODY: &str = "We rely on advertising to keep this site free. Please allow it in your ad blocker.";
+pub const SUBSCRIBE: &str = "Subscribe instead";
+pub const STILL_BLOCKED: &str = "Your blocker still blocks this site. Follow the steps, then try again.";
+pub const CANNOT_CHECK: &str = "We could not check just now. Please try again.";
+pub const CHECKING: &str = "Checking\u{2026}";
 
 pub fn escape(out: &mut String, s: &str) {
     for c in s.chars() {
@@ -94,28 +105,31 @@ fn safe_link(url: &str) -> bool {
 
 pub fn render(t: &Texts<'_>) -> String {
     let mut h = String::with_capacity(3000);
+    h.push_str("<style>:host{all:initial}.o{--b:");
+    h.push_str(t.colors.background.as_deref().unwrap_or(DEFAULT_BACKGROUND));
+    h.push_str(";--t:");
+    h.push_str(t.colors.text.as_deref().unwrap_or(DEFAULT_TEXT));
+    h.push_str(";--a:");
+    h.push_str(t.colors.accent.as_deref().unwrap_or(DEFAULT_ACCENT));
+    h.push_str("}");
     h.push_str(STYLE);
-    h.push_str(if t.kind == Kind::Banner { "<div class=\"o b\">" } else { "<div class=\"o\">" });
+    h.push_str(if t.kind == Kind::Banner { "</style><div class=\"o b\">" } else { "</style><div class=\"o\">" });
     h.push_str("<div class=\"d\" role=\"dialog\" aria-modal=\"");
     h.push_str(if t.kind == Kind::Banner { "false" } else { "true" });
     h.push_str("\" aria-labelledby=\"t\" aria-describedby=\"m\"><h2 id=\"t\">");
-    escape(&mut h, t.title);
+    escape(&mut h, t.title.unwrap_or(TITLE));
     h.push_str("</h2><p id=\"m\">");
-    escape(&mut h, t.body);
+    escape(&mut h, t.body.unwrap_or(BODY));
     h.push_str("</p><ol id=\"h\" hidden>");
-    for s in steps(t.blocker) {
-        h.push_str("<li>");
-        h.push_str(s);
-        h.push_str("</li>");
-    }
-    h.push_str("<li>Then click \u{201c}I have allowed this site\u{201d}.</li></ol><p id=\"n\" role=\"status\" aria-live=\"polite\"></p>");
-    h.push_str("<button class=\"p\" data-a=\"recheck\">I have allowed this site</button>");
-    h.push_str("<button data-a=\"help\" aria-expanded=\"false\" aria-controls=\"h\">How do I allow this site?</button>");
-    if let Some((url, text)) = t.subscribe.filter(|(u, _)| safe_link(u)) {
+    h.push_str(steps(t.blocker));
+    h.push_str("<li>Then click \u{201c}I have allowed this site\u{201d}.</li></ol><p id=\"n\" role=\"status\" aria-live=\"polite\"></p>\
+        <button class=\"p\" data-a=\"recheck\">I have allowed this site</button>\
+        <button data-a=\"help\" aria-expanded=\"false\" aria-controls=\"h\">How do I allow this site?</button>");
+    if let Some(url) = t.subscribe_url.filter(|u| safe_link(u)) {
         h.push_str("<a data-a=\"subscribe\" href=\"");
         escape(&mut h, url);
         h.push_str("\">");
-        escape(&mut h, text);
+        escape(&mut h, t.subscribe_text.unwrap_or(SUBSCRIBE));
         h.push_str("</a>");
     }
     if t.kind != Kind::Hard {
@@ -129,174 +143,147 @@ pub fn render(t: &Texts<'_>) -> String {
 pub struct Wall {
     host: Element,
     root: ShadowRoot,
+    /// The page's own `overflow` on `<html>`, restored afterwards (modal kinds).
     saved_overflow: Option<String>,
-    _listeners: Vec<Listener>,
-    _reveal: Option<gloo_timers::callback::Timeout>,
+    listener: Function,
 }
 
 impl Wall {
-    /// Shows the wall; `on` receives the visitor's actions (outside the
-    /// listener, so it may drop the wall).
-    pub fn show(t: &Texts<'_>, dismiss_after_secs: u32, on: Rc<dyn Fn(Action)>) -> Result<Wall> {
+    /// Shows the wall; `listener` receives its clicks and the page's keys.
+    pub fn show(t: &Texts<'_>, listener: &Function) -> Result<Wall> {
         let doc = dom::document()?;
-        let body = doc.body().ok_or(crate::error::Error::NoDom)?;
+        let body = doc.body().ok_or(Error::NoDom)?;
         let host = doc.create_element("div")?;
         host.set_attribute("data-postern-wall", "")?;
         let root = host.attach_shadow(&ShadowRootInit::new(ShadowRootMode::Closed))?;
         root.set_inner_html(&render(t));
         body.append_child(&host)?;
-
-        let modal = t.kind != Kind::Banner;
-        let saved_overflow = if modal {
-            let style = doc.document_element().and_then(|e| e.dyn_into::<HtmlElement>().ok()).map(|e| e.style());
-            style.map(|s| {
+        let saved_overflow = if t.kind == Kind::Banner {
+            None
+        } else {
+            html_style().map(|s| {
                 let old = s.get_property_value("overflow").unwrap_or_default();
                 let _ = s.set_property("overflow", "hidden");
                 old
             })
-        } else {
-            None
         };
-
-        let click = {
-            let on = on.clone();
-            Listener::new(&root, "click", false, move |e| {
-                let action = e
-                    .target()
-                    .and_then(|t| t.dyn_into::<Element>().ok())
-                    .and_then(|el| el.closest("[data-a]").ok().flatten())
-                    .and_then(|el| el.get_attribute("data-a"))
-                    .and_then(|a| Action::parse(&a));
-                if let Some(a) = action {
-                    let on = on.clone();
-                    wasm_bindgen_futures::spawn_local(async move { on(a) });
-                }
-            })
-        };
-        let keys = {
-            let root = root.clone();
-            let w = dom::window()?;
-            Listener::new(&w, "keydown", true, move |e| {
-                let Ok(k) = e.dyn_into::<KeyboardEvent>() else { return };
-                if k.key() == "Escape" && dismissible(&root) {
-                    k.prevent_default();
-                    let on = on.clone();
-                    wasm_bindgen_futures::spawn_local(async move { on(Action::Dismiss) });
-                } else if k.key() == "Tab" && modal {
-                    trap_focus(&root, &k);
-                }
-            })
-        };
-        let reveal = match t.kind {
-            Kind::Hard => None,
-            Kind::Banner => {
-                reveal_dismiss(&root);
-                None
+        dom::listen(&root, "click", listener, false);
+        let w = dom::window()?;
+        dom::listen(&w, "keydown", listener, true);
+        let wall = Wall { host, root, saved_overflow, listener: listener.clone() };
+        if wall.modal() {
+            if let Some(b) = wall.find("[data-a=recheck]").and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
+                let _ = b.focus();
             }
-            Kind::Soft if dismiss_after_secs == 0 => {
-                reveal_dismiss(&root);
-                None
-            }
-            Kind::Soft => {
-                let root = root.clone();
-                Some(gloo_timers::callback::Timeout::new(dismiss_after_secs.saturating_mul(1000), move || reveal_dismiss(&root)))
-            }
-        };
-        let wall = Wall { host, root, saved_overflow, _listeners: vec![click, keys], _reveal: reveal };
-        if modal {
-            wall.focus("recheck");
         }
         Ok(wall)
     }
 
-    fn focus(&self, action: &str) {
-        let mut sel = String::from("[data-a=");
-        sel.push_str(action);
-        sel.push(']');
-        if let Some(el) = self.root.query_selector(&sel).ok().flatten().and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-            let _ = el.focus();
-        }
+    fn modal(&self) -> bool {
+        self.saved_overflow.is_some()
+    }
+
+    fn find(&self, selector: &str) -> Option<Element> {
+        self.root.query_selector(selector).ok().flatten()
     }
 
     /// A line under the texts (e.g. "still blocked" after a re-check).
     pub fn note(&self, text: &str) {
-        if let Some(n) = self.root.get_element_by_id("n") {
+        if let Some(n) = self.find("#n") {
             n.set_text_content(Some(text));
         }
     }
 
     /// Shows or hides the instructions; true when they were just opened.
     pub fn toggle_help(&self) -> bool {
-        let (Some(list), Some(button)) = (self.root.get_element_by_id("h"), self.root.query_selector("[data-a=help]").ok().flatten()) else {
-            return false;
-        };
-        let opening = list.has_attribute("hidden");
-        if opening {
-            let _ = list.remove_attribute("hidden");
-        } else {
-            let _ = list.set_attribute("hidden", "");
-        }
+        let (Some(list), Some(button)) = (self.find("#h"), self.find("[data-a=help]")) else { return false };
+        let opening = list.toggle_attribute("hidden").is_ok_and(|hidden| !hidden);
         let _ = button.set_attribute("aria-expanded", if opening { "true" } else { "false" });
         opening
+    }
+
+    pub fn reveal_dismiss(&self) {
+        if let Some(b) = self.find("[data-a=dismiss]") {
+            let _ = b.remove_attribute("hidden");
+        }
+    }
+
+    /// A key pressed while the wall is up: Tab and Shift+Tab cycle through its
+    /// controls; true when it is Escape and the wall may be dismissed.
+    pub fn on_key(&self, k: &KeyboardEvent) -> bool {
+        match k.key().as_str() {
+            "Escape" if self.find("[data-a=dismiss]:not([hidden])").is_some() => {
+                k.prevent_default();
+                true
+            }
+            "Tab" if self.modal() => {
+                self.trap_focus(k);
+                false
+            }
+            _ => false,
+        }
+    }
+
+    fn trap_focus(&self, k: &KeyboardEvent) {
+        let Ok(list) = self.root.query_selector_all("button:not([hidden]),a[href]") else { return };
+        let n = list.length();
+        if n == 0 {
+            return;
+        }
+        let active: JsValue = self.root.active_element().into();
+        let at = (0..n).find(|&i| list.get(i).is_some_and(|el| JsValue::from(el) == active));
+        let next = match (k.shift_key(), at) {
+            (true, None | Some(0)) => Some(n - 1),
+            (false, Some(i)) if i + 1 < n => None,
+            (false, _) => Some(0),
+            (true, Some(_)) => None,
+        };
+        if let Some(el) = next.and_then(|i| list.get(i)).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
+            k.prevent_default();
+            let _ = el.focus();
+        }
     }
 }
 
 impl Drop for Wall {
     fn drop(&mut self) {
         self.host.remove();
-        if let Some(old) = &self.saved_overflow {
-            let style = dom::document().ok().and_then(|d| d.document_element()).and_then(|e| e.dyn_into::<HtmlElement>().ok());
-            if let Some(s) = style.map(|e| e.style()) {
-                let _ = if old.is_empty() { s.remove_property("overflow").map(drop) } else { s.set_property("overflow", old) };
-            }
+        dom::unlisten(&self.root, "click", &self.listener, false);
+        if let Ok(w) = dom::window() {
+            dom::unlisten(&w, "keydown", &self.listener, true);
+        }
+        if let (Some(old), Some(s)) = (&self.saved_overflow, html_style()) {
+            // An empty value removes the declaration, as the page had it.
+            let _ = s.set_property("overflow", old);
         }
     }
 }
 
-fn reveal_dismiss(root: &ShadowRoot) {
-    if let Some(b) = root.query_selector("[data-a=dismiss]").ok().flatten() {
-        let _ = b.remove_attribute("hidden");
-    }
+fn html_style() -> Option<web_sys::CssStyleDeclaration> {
+    dom::document().ok()?.document_element()?.dyn_into::<HtmlElement>().ok().map(|e| e.style())
 }
 
-fn dismissible(root: &ShadowRoot) -> bool {
-    root.query_selector("[data-a=dismiss]").ok().flatten().is_some_and(|b| !b.has_attribute("hidden"))
-}
-
-/// Keeps Tab and Shift+Tab cycling through the wall's controls.
-fn trap_focus(root: &ShadowRoot, k: &KeyboardEvent) {
-    let Ok(list) = root.query_selector_all("button:not([hidden]),a[href]") else { return };
-    let n = list.length();
-    if n == 0 {
-        return;
-    }
-    let active = root.active_element();
-    let at = (0..n).find(|&i| list.get(i).is_some_and(|el| active.as_ref().is_some_and(|a| a.is_same_node(Some(&el)))));
-    let next = match (k.shift_key(), at) {
-        (true, None | Some(0)) => Some(n - 1),
-        (false, Some(i)) if i + 1 < n => None,
-        (false, _) => Some(0),
-        (true, Some(_)) => None,
-    };
-    if let Some(i) = next {
-        k.prevent_default();
-        if let Some(el) = list.get(i).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-            let _ = el.focus();
-        }
-    }
+/// The wall control a click landed on, if any.
+pub fn clicked(e: &Event) -> Option<Action> {
+    // A click's target is an element; `closest` would fail on anything else.
+    let el = e.target()?.unchecked_into::<Element>().closest("[data-a]").ok()??;
+    Action::parse(&el.get_attribute("data-a")?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const NO_COLORS: Colors = Colors { background: None, text: None, accent: None };
     fn texts(kind: Kind) -> Texts<'static> {
         Texts {
-            title: "Please <allow> us",
-            body: "We \"need\" ads & you",
+            title: Some("Please <allow> us"),
+            body: Some("We \"need\" ads & you"),
             kind,
             blocker: BlockerType::Network,
-            subscribe: Some(("/subscribe", "Go ad-free")),
+            subscribe_url: Some("/subscribe"),
+            subscribe_text: Some("Go ad-free"),
+            colors: &NO_COLORS,
         }
     }
 
@@ -307,8 +294,29 @@ mod tests {
         assert!(h.contains("We &quot;need&quot; ads &amp; you"));
         assert!(h.contains("role=\"dialog\" aria-modal=\"true\" aria-labelledby=\"t\""));
         assert!(h.contains("DNS filter"), "network instructions for a network blocker");
-        assert!(h.contains("data-a=\"subscribe\" href=\"/subscribe\""));
-        assert!(h.contains("data-a=\"dismiss\" hidden"));
+        assert!(h.contains("data-a=\"subscribe\" href=\"/subscribe\">Go ad-free</a>"));
+        assert!(h.contains("data-a=\"dismiss\" hidden>Continue without allowing</button>"));
+        assert!(h.contains("data-a=\"recheck\">I have allowed this site</button>"));
+    }
+
+    #[test]
+    fn what_the_site_leaves_out_takes_the_defaults() {
+        let mut t = texts(Kind::Soft);
+        (t.title, t.body, t.subscribe_text) = (None, None, None);
+        t.blocker = BlockerType::Extension;
+        let h = render(&t);
+        assert!(h.contains("<h2 id=\"t\">Please allow this site</h2>"));
+        assert!(h.contains("We rely on advertising"));
+        assert!(h.contains(">Subscribe instead</a>"));
+        assert!(h.contains("uBlock Origin") && !h.contains("DNS filter"), "extension instructions");
+    }
+
+    #[test]
+    fn the_colours_become_custom_properties() {
+        assert!(render(&texts(Kind::Soft)).contains(".o{--b:#ffffff;--t:#1a1a1a;--a:#0b57d0}"));
+        let colors = Colors { background: Some("#fff8e1".into()), text: None, accent: Some("#8a1c1c".into()) };
+        let t = Texts { colors: &colors, ..texts(Kind::Banner) };
+        assert!(render(&t).contains(".o{--b:#fff8e1;--t:#1a1a1a;--a:#8a1c1c}"));
     }
 
     #[test]
@@ -320,9 +328,9 @@ mod tests {
     #[test]
     fn script_links_are_left_out() {
         let mut t = texts(Kind::Soft);
-        t.subscribe = Some(("javascript:alert(1)", "x"));
+        t.subscribe_url = Some("javascript:alert(1)");
         assert!(!render(&t).contains("subscribe"));
-        t.subscribe = Some(("//evil.example", "x"));
+        t.subscribe_url = Some("//evil.example");
         assert!(!render(&t).contains("data-a=\"subscribe\""));
     }
 }

@@ -270,3 +270,74 @@ test('readable at 375 px: the dialog fits the screen', async (t) => {
   assert.ok(box.font >= 16, `body text at least 16px: ${box.font}`);
   page.assertClean();
 });
+
+test('a session ends after 30 minutes of inactivity: a new id, two sessions counted', async (t) => {
+  // Playwright's clock (setFixedTime) moves the page's Date.now: the SDK keeps
+  // the time of the last activity in localStorage and compares it with Date.now
+  // at the next page load. Timers keep running, so detection still completes.
+  const site = await newSite('renewal');
+  const page = await h.openPage(browser, null, t);
+  const t0 = Date.parse('2026-11-21T09:00:00Z');
+  const at = async (ms) => {
+    await page.clock.setFixedTime(t0 + ms);
+    if (page.url() === 'about:blank') await page.goto(site.url); else await page.reload();
+    assert.equal(await page.evaluate(() => Date.now()), t0 + ms, 'the page sees the moved clock');
+    assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+    return page.evaluate(() => window.Postern.getSessionId());
+  };
+  const first = await at(0);
+  const min = 60 * 1000;
+  assert.equal(await at(29 * min), first, 'a page view 29 minutes later continues the session');
+  // 29 + 29 minutes: each page view counts as activity, so still the same session.
+  assert.equal(await at(58 * min), first, 'and so does one 29 minutes after that');
+  const second = await at(58 * min + 30 * min + 1000);
+  assert.notEqual(second, first, 'after 30 minutes without activity a new session starts');
+  assert.equal(await at(58 * min + 30 * min + 2000), second);
+  const events = await expectEvents(site.siteId, ['pageview', 'pageview', 'pageview', 'pageview', 'pageview']);
+  assert.deepEqual(events.map((e) => e.session_id), [first, first, first, second, second]);
+  const m = await postern.dashboard(site.siteId);
+  assert.equal(m.sessions, 2, 'the collector counts two sessions');
+  page.assertClean();
+});
+
+/** The wall's colours as the browser computed them inside the closed shadow root. */
+async function wallColors(page) {
+  return h.inWall(page, function () {
+    const style = (sel) => getComputedStyle(this.querySelector(sel));
+    return {
+      background: style('.d').backgroundColor,
+      text: style('h2').color,
+      accent: style('[data-a=recheck]').backgroundColor,
+      secondary: style('[data-a=help]').backgroundColor,
+    };
+  });
+}
+
+test("the wall takes the site's colours; anything but #rrggbb gives the defaults", async (t) => {
+  const colors = { background: '#fff8e1', text: '#2B2B2B', accent: '#8a1c1c' };
+  const site = await newSite('colors', { ...wallDefaults, variants, colors });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  await h.screenshot(page, 'wall-colors');
+  assert.deepEqual(await wallColors(page), {
+    background: 'rgb(255, 248, 225)', text: 'rgb(43, 43, 43)', accent: 'rgb(138, 28, 28)', secondary: 'rgb(255, 248, 225)',
+  });
+  page.assertClean();
+
+  // Not colours, or CSS that tries to get out of its declaration: ignored, each on its own.
+  const bad = { background: 'red', text: '#000;}h2{display:none', accent: 'url(https://example.com/x)' };
+  const other = await newSite('colors-bad', { ...wallDefaults, variants, colors: bad });
+  const page2 = await h.openPage(browser, other.url, t, { block: h.blockBaitRequest });
+  await page2.evaluate(() => window.Postern.check());
+  await h.waitForWall(page2);
+  assert.deepEqual(await wallColors(page2), {
+    background: 'rgb(255, 255, 255)', text: 'rgb(26, 26, 26)', accent: 'rgb(11, 87, 208)', secondary: 'rgb(255, 255, 255)',
+  });
+  const partly = await newSite('colors-partly', { ...wallDefaults, variants, colors: { accent: '#00ff00', text: 12 } });
+  const page3 = await h.openPage(browser, partly.url, t, { block: h.blockBaitRequest });
+  await page3.evaluate(() => window.Postern.check());
+  await h.waitForWall(page3);
+  assert.equal((await wallColors(page3)).accent, 'rgb(0, 255, 0)');
+  assert.equal((await wallColors(page3)).text, 'rgb(26, 26, 26)');
+});

@@ -1,0 +1,120 @@
+// Gives the wasm's imports from its glue short names, in both files:
+//   node short-imports.js postern_sdk_bg.wasm postern_sdk.js
+// wasm-bindgen names each import `__wbg_<method>_<16 hex digits>` in the
+// module "./postern_sdk_bg.js"; with a hundred imports those names (which
+// gzip cannot shrink: the hashes are random) weigh ~2 KB gzip across the two
+// files, as much as the wall's CSS. Like a minifier's property mangling, the
+// new names are `a`, `b`, … in import order. scripts/build-sdk runs it on the
+// files the collector serves; the npm package keeps wasm-bindgen's names.
+'use strict';
+
+const fs = require('node:fs');
+
+const [wasmPath, gluePath] = process.argv.slice(2);
+const wasm = fs.readFileSync(wasmPath);
+let glue = fs.readFileSync(gluePath, 'utf8');
+
+function readLeb(buf, pos) {
+  let n = 0;
+  let shift = 0;
+  let b;
+  do {
+    b = buf[pos++];
+    n += (b & 0x7f) * 2 ** shift;
+    shift += 7;
+  } while (b & 0x80);
+  return [n, pos];
+}
+
+function leb(n) {
+  const out = [];
+  do {
+    let b = n % 128;
+    n = Math.floor(n / 128);
+    if (n) b |= 0x80;
+    out.push(b);
+  } while (n);
+  return Buffer.from(out);
+}
+
+const name = (s) => Buffer.concat([leb(Buffer.byteLength(s)), Buffer.from(s)]);
+
+/** The end of an import's description (function, table, memory, global, tag). */
+function skipDesc(buf, pos) {
+  const kind = buf[pos++];
+  const limits = (p) => {
+    const flags = buf[p++];
+    [, p] = readLeb(buf, p);
+    if (flags & 1) [, p] = readLeb(buf, p);
+    return p;
+  };
+  switch (kind) {
+    case 0: return readLeb(buf, pos)[1];
+    case 1: return limits(pos + 1);
+    case 2: return limits(pos);
+    case 3: return pos + 2;
+    case 4: return readLeb(buf, pos + 1)[1];
+    default: throw new Error(`unknown import kind ${kind}`);
+  }
+}
+
+function shortName(i) {
+  const letters = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
+  let s = '';
+  do {
+    s = letters[i % letters.length] + s;
+    i = Math.floor(i / letters.length) - 1;
+  } while (i >= 0);
+  return s;
+}
+
+const moduleName = glue.match(/\n\s+"(\.\/[\w.-]+_bg\.js)": import0,\n/);
+if (!moduleName) throw new Error('the glue does not name its import module as expected');
+const MODULE = moduleName[1];
+const NEW_MODULE = 'w';
+
+const out = [wasm.subarray(0, 8)];
+let pos = 8;
+let renamed = 0;
+while (pos < wasm.length) {
+  const id = wasm[pos];
+  const [size, start] = readLeb(wasm, pos + 1);
+  const end = start + size;
+  if (id !== 2) {
+    out.push(wasm.subarray(pos, end));
+    pos = end;
+    continue;
+  }
+  let [count, p] = readLeb(wasm, start);
+  const body = [leb(count)];
+  for (let i = 0; i < count; i++) {
+    let len;
+    [len, p] = readLeb(wasm, p);
+    const mod = wasm.toString('utf8', p, p + len);
+    p += len;
+    [len, p] = readLeb(wasm, p);
+    const field = wasm.toString('utf8', p, p + len);
+    p += len;
+    const descEnd = skipDesc(wasm, p);
+    if (mod === MODULE) {
+      const short = shortName(renamed++);
+      // The key of the import's function in the glue, exactly once.
+      const key = new RegExp(`\\n(\\s+)${field}: function`, 'g');
+      const hits = glue.match(key);
+      if (!hits || hits.length !== 1 || glue.split(field).length !== 2) throw new Error(`${field} is not exactly one key of the glue`);
+      glue = glue.replace(key, `\n$1${short}: function`);
+      body.push(name(NEW_MODULE), name(short));
+    } else {
+      body.push(name(mod), name(field));
+    }
+    body.push(wasm.subarray(p, descEnd));
+    p = descEnd;
+  }
+  const section = Buffer.concat(body);
+  out.push(Buffer.from([2]), leb(section.length), section);
+  pos = end;
+}
+glue = glue.replace(moduleName[0], `\n        ${NEW_MODULE}: import0,\n`);
+fs.writeFileSync(wasmPath, Buffer.concat(out));
+fs.writeFileSync(gluePath, glue);
+console.error(`short-imports: ${renamed} imports renamed`);
