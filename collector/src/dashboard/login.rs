@@ -142,9 +142,11 @@ pub async fn login_submit(
         keys.push((format!("addr:{ip}"), MAX_FAILURES_PER_ADDRESS));
     }
     if let Some(wait) = throttle.blocked(&keys, now) {
-        let mut e = ApiError::rate_limited(wait);
-        e.message = format!("Too many failed sign-ins. Try again in {} minutes.", wait.div_ceil(60));
-        return Err(e);
+        // The form again, so the message sits where the user is looking and they can retry later.
+        let msg = format!("Too many failed sign-ins. Try again in {} minutes.", wait.div_ceil(60));
+        let mut res = login_form(StatusCode::TOO_MANY_REQUESTS, &headers, &token, &email, &next, Some(&msg))?;
+        res.headers_mut().insert(http::header::RETRY_AFTER, wait.into());
+        return Ok(res);
     }
 
     let lookup = email.clone();
