@@ -326,6 +326,12 @@ fn error_page(e: ApiError, path: &str) -> Response {
     res
 }
 
+/// A refused form's error for `form_errors.html`: the message, and the field
+/// it is shown next to.
+fn form_error(e: &ApiError) -> Value {
+    minijinja::context! { field => e.field, message => e.message }
+}
+
 /// A value for a template from anything serializable.
 fn value<T: Serialize>(v: &T) -> Value {
     Value::from_serialize(v)

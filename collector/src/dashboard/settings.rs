@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{page, redirect, Form, Viewer};
+use super::{form_error, page, redirect, Form, Viewer};
 use crate::api::{parse_domain, parse_name, parse_revenue, parse_status, parse_timezone, Query};
 use crate::error::ApiError;
 use crate::state::Ctx;
@@ -28,7 +28,7 @@ fn render(
     site: &Site,
     status: StatusCode,
     form: minijinja::Value,
-    error: Option<String>,
+    error: Option<minijinja::Value>,
     saved: bool,
 ) -> Result<Response, ApiError> {
     let snippet = format!(r#"<script async src="{}/p/v1.js" data-site-id="{}"></script>"#, origin(headers), site.id);
@@ -98,7 +98,7 @@ pub async fn settings_save(
                 name => form.get("name"), domain => form.get("domain"), timezone => form.get("timezone"),
                 status => form.get("status"), revenue => form.get("revenue_per_1000_pageviews"),
             };
-            return render(&viewer, &headers, &site, StatusCode::BAD_REQUEST, typed, Some(e.message), false);
+            return render(&viewer, &headers, &site, StatusCode::BAD_REQUEST, typed, Some(form_error(&e)), false);
         }
         Err(e) => return Err(e),
     };

@@ -8,11 +8,12 @@ use analytics::sites::{self, NewSite};
 use chrono::Utc;
 use chrono_tz::Tz;
 use http::StatusCode;
+use minijinja::Value;
 use serde_json::Value as Json;
 use uuid::Uuid;
 use warp::reply::Response;
 
-use super::{chart, page, redirect, value, Form, Viewer};
+use super::{chart, form_error, page, redirect, value, Form, Viewer};
 use crate::api::analytics::{MAX_DAYS, MAX_HOURLY_DAYS};
 use crate::api::{parse_domain, parse_name, parse_timezone, Query};
 use crate::error::ApiError;
@@ -43,13 +44,7 @@ fn site_view(s: &Site) -> minijinja::Value {
     }
 }
 
-/// The form's error, shown next to the field it is about.
-struct FieldError {
-    field: Option<String>,
-    message: String,
-}
-
-async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option<FieldError>, form: Option<&Form>) -> Result<Response, ApiError> {
+async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option<Value>, form: Option<&Form>) -> Result<Response, ApiError> {
     let account = viewer.account_id();
     let list = ctx.read(move |c| sites::list(c, account)).await?;
     let views: Vec<_> = list.iter().map(site_view).collect();
@@ -57,10 +52,7 @@ async fn list_page(ctx: &Ctx, viewer: &Viewer, status: StatusCode, error: Option
     let form = form.map(|f| {
         minijinja::context! { name => f.get("name"), domain => f.get("domain"), timezone => f.get("timezone") }
     });
-    let (error_field, error) = error.map(|e| (e.field, Some(e.message))).unwrap_or_default();
-    let ctx = minijinja::context! {
-        nav => "sites", sites => views, timezones => timezones, error => error, error_field => error_field, form => form,
-    };
+    let ctx = minijinja::context! { nav => "sites", sites => views, timezones => timezones, error => error, form => form };
     page(status, "sites.html", Some(viewer), ctx)
 }
 
@@ -89,8 +81,7 @@ pub async fn sites_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resu
     let (name, domain, timezone) = match parsed {
         Ok(v) => v,
         Err(e) if e.status == StatusCode::BAD_REQUEST => {
-            let error = FieldError { field: e.field, message: e.message };
-            return list_page(&ctx, &viewer, StatusCode::BAD_REQUEST, Some(error), Some(&form)).await;
+            return list_page(&ctx, &viewer, StatusCode::BAD_REQUEST, Some(form_error(&e)), Some(&form)).await;
         }
         Err(e) => return Err(e),
     };

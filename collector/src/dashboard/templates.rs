@@ -13,6 +13,7 @@ use crate::error::ApiError;
 const TEMPLATES: &[(&str, &str)] = &[
     ("layout.html", include_str!("templates/layout.html")),
     ("error.html", include_str!("templates/error.html")),
+    ("form_errors.html", include_str!("templates/form_errors.html")),
     ("login.html", include_str!("templates/login.html")),
     ("sites.html", include_str!("templates/sites.html")),
     ("site.html", include_str!("templates/site.html")),
