@@ -60,6 +60,7 @@ test('repeated failed sign-ins for one address are throttled, with a message say
   }
   await attempt(429);
   await assert.doesNotReject(page.getByRole('alert').filter({ hasText: /Too many failed sign-ins\. Try again in \d+ minutes\./ }).waitFor());
+  assert.equal(await page.getByLabel('E-mail address').inputValue(), 'nobody@example.com', 'the form is shown again, filled in');
   await d.checkPage(page, 'login-throttled');
   // The throttle is per e-mail address: the owner still signs in.
   const owned = await d.signIn(browser, postern, t, owner);
@@ -104,6 +105,47 @@ test('the sites list starts empty; a site is added through the form, its errors 
   await page.getByRole('link', { name: 'Sites', exact: true }).first().click();
   await assert.doesNotReject(page.getByRole('link', { name: 'Morning Post' }).waitFor());
   await d.checkPage(page, 'sites');
+});
+
+test('a site\'s settings: the install snippet is copied, a wrong value is shown at its field, a change is saved, the site deleted', async (t) => {
+  const page = await d.signIn(browser, postern, t, owner);
+  await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: postern.url });
+  const siteId = (await postern.api('/v1/sites')).sites[0].id;
+  await page.getByRole('link', { name: 'Morning Post' }).click();
+  await d.submit(page, page.getByRole('link', { name: 'Settings', exact: true }));
+  assert.equal(new URL(page.url()).pathname, `/dashboard/sites/${siteId}/settings`);
+  await d.checkPage(page, 'site-settings');
+  await d.assertTabReaches(page, [page.getByRole('button', { name: 'Copy' }), page.getByLabel('Status'), page.getByRole('button', { name: 'Save settings' })], 'site-settings');
+
+  const snippet = await page.getByLabel('Install snippet').inputValue();
+  assert.equal(snippet, `<script async src="${postern.url}/p/v1.js" data-site-id="${siteId}"></script>`);
+  await page.getByRole('button', { name: 'Copy' }).click();
+  await assert.doesNotReject(page.getByRole('button', { name: 'Copied' }).waitFor());
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), snippet);
+
+  const domain = page.getByLabel('Domain');
+  await domain.fill('morning.example/news');
+  await page.getByLabel('Revenue per 1000 pageviews').fill('3.5');
+  await d.submit(page, page.getByRole('button', { name: 'Save settings' }), 400);
+  assert.equal(await domain.getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator(`#${(await domain.getAttribute('aria-describedby')).split(' ')[0]}`).textContent(), /domain must be a host name/);
+  assert.equal(await page.getByLabel('Revenue per 1000 pageviews').inputValue(), '3.5', 'what was typed is kept');
+  assert.equal((await postern.api(`/v1/sites/${siteId}`)).domain, 'morning.example', 'nothing was saved');
+  await d.checkPage(page, 'site-settings-invalid');
+
+  await domain.fill('morning.example');
+  await page.getByLabel('Status').selectOption('paused');
+  await d.submit(page, page.getByRole('button', { name: 'Save settings' }));
+  await assert.doesNotReject(page.getByRole('status').filter({ hasText: 'The settings are saved.' }).waitFor());
+  const saved = await postern.api(`/v1/sites/${siteId}`);
+  assert.equal(saved.status, 'paused');
+  assert.equal(saved.revenue_per_1000_pageviews, 3.5);
+
+  await d.submit(page, page.getByRole('button', { name: 'Delete site' }));
+  assert.equal(new URL(page.url()).pathname, '/dashboard/');
+  await assert.doesNotReject(page.getByText('No sites yet.').waitFor());
+  assert.equal((await postern.api('/v1/sites')).sites.length, 0, 'the site is gone');
+  d.clean(page);
 });
 
 test('signing out ends the session: the old cookie no longer opens a page', async (t) => {
