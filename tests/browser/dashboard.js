@@ -1,8 +1,8 @@
 // Helpers for the dashboard walks (tests/browser/dashboard*.test.js): users made
 // with the documented `postern admin create-user`, signing in through the form,
 // and the checks every visited page gets: no console error, one h1, a name for
-// every visible form control, screenshots at desktop and phone width, and no
-// horizontal scrolling at 375 px.
+// every visible form control, check boxes and radio buttons beside their text,
+// no horizontal scrolling at 1280 and 375 px, and whole-page screenshots at both.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -122,6 +122,22 @@ async function unnamedControls(page) {
   }
 }
 
+/** Check boxes and radio buttons that are not right beside their label's
+ *  text, or stretched (a width meant for text fields pushes the text away). */
+async function detachedChoices(page) {
+  return page.evaluate(() => [...document.querySelectorAll('label > input[type=radio], label > input[type=checkbox]')].flatMap((input) => {
+    const text = [...input.parentElement.childNodes].find((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+    const box = input.getBoundingClientRect();
+    if (!text || !box.width) return [];
+    const range = document.createRange();
+    range.selectNodeContents(text);
+    // The box is drawn in the middle of the element: a stretched element puts it far from the text too.
+    const gap = range.getClientRects()[0].left - box.right;
+    const stretched = box.width > 2 * box.height;
+    return gap >= 0 && gap <= 16 && !stretched ? [] : [`${text.textContent.trim().slice(0, 40)}: ${Math.round(box.width)} px wide, ${Math.round(gap)} px from its text`];
+  }));
+}
+
 /** A screenshot of the whole page (the harness's shows the viewport only). */
 async function fullScreenshot(page, name) {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -134,12 +150,13 @@ async function checkPage(page, name) {
   clean(page);
   assert.equal(await page.locator('h1').count(), 1, `${name}: a page has exactly one h1`);
   assert.deepEqual(await unnamedControls(page), [], `${name}: every visible form control has an accessible name`);
-  await page.setViewportSize(DESKTOP);
-  await fullScreenshot(page, `dashboard-${name}-desktop`);
-  await page.setViewportSize(PHONE);
-  const width = await page.evaluate(() => document.documentElement.scrollWidth);
-  assert.ok(width <= PHONE.width, `${name}: the page is ${width} px wide at ${PHONE.width} px (horizontal scrolling)`);
-  await fullScreenshot(page, `dashboard-${name}-phone`);
+  for (const [label, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
+    await page.setViewportSize(viewport);
+    const width = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(width <= viewport.width, `${name}: the page is ${width} px wide at ${viewport.width} px (horizontal scrolling)`);
+    assert.deepEqual(await detachedChoices(page), [], `${name} at ${viewport.width} px: each choice sits beside its text`);
+    await fullScreenshot(page, `dashboard-${name}-${label}`);
+  }
   await page.setViewportSize(DESKTOP);
   clean(page);
 }
@@ -165,5 +182,5 @@ async function assertTabReaches(page, targets, name) {
 }
 
 module.exports = {
-  BIN, DESKTOP, PHONE, admin, createUser, keyOf, apiGet, open, clean, go, submit, signIn, checkPage, assertTabReaches, unnamedControls,
+  BIN, DESKTOP, PHONE, admin, createUser, keyOf, apiGet, open, clean, go, submit, signIn, checkPage, assertTabReaches, unnamedControls, detachedChoices,
 };
