@@ -1,8 +1,9 @@
 // Helpers for the dashboard walks (tests/browser/dashboard*.test.js): users made
 // with the documented `postern admin create-user`, signing in through the form,
 // and the checks every visited page gets: no console error, one h1, a name for
-// every visible form control, check boxes and radio buttons beside their text,
-// no horizontal scrolling at 1280 and 375 px, and whole-page screenshots at both.
+// every visible form control, WCAG AA text contrast, check boxes and radio
+// buttons beside their text, no horizontal scrolling at 1280 and 375 px, and
+// whole-page screenshots at both widths.
 'use strict';
 
 const assert = require('node:assert/strict');
@@ -138,6 +139,46 @@ async function detachedChoices(page) {
   }));
 }
 
+/** Visible texts whose colour contrast with their background is below WCAG
+ *  AA: 4.5:1, or 3:1 for large text (24 px, or 18.66 px bold). Disabled
+ *  controls are exempt, as WCAG says; SVG text is the chart's, checked by eye. */
+async function lowContrast(page) {
+  return page.evaluate(() => {
+    const rgba = (c) => {
+      const m = c.match(/rgba?\(([^)]+)\)/);
+      const [r, g, b, a = 1] = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+      return { r, g, b, a };
+    };
+    const lum = ({ r, g, b }) => {
+      const ch = (v) => { const s = v / 255; return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * ch(r) + 0.7152 * ch(g) + 0.0722 * ch(b);
+    };
+    const background = (el) => {
+      for (let e = el; e; e = e.parentElement) {
+        const bg = rgba(getComputedStyle(e).backgroundColor);
+        if (bg.a === 1) return bg;
+      }
+      return { r: 255, g: 255, b: 255, a: 1 };
+    };
+    const found = [];
+    for (const el of document.querySelectorAll('body *')) {
+      if (el.closest('svg') || el.closest(':disabled') || el.matches(':disabled')) continue;
+      const own = [...el.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+      const r = el.getBoundingClientRect();
+      if (!own || !r.width || !r.height || el.closest('.visually-hidden')) continue;
+      const style = getComputedStyle(el);
+      if (style.visibility !== 'visible' || Number(style.opacity) === 0) continue;
+      const fg = lum(rgba(style.color));
+      const bg = lum(background(el));
+      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+      const size = parseFloat(style.fontSize);
+      const large = size >= 24 || (size >= 18.66 && Number(style.fontWeight) >= 700);
+      if (ratio < (large ? 3 : 4.5)) found.push(`${el.tagName.toLowerCase()} "${el.textContent.trim().slice(0, 30)}": ${ratio.toFixed(2)}:1`);
+    }
+    return found;
+  });
+}
+
 /** A screenshot of the whole page (the harness's shows the viewport only). */
 async function fullScreenshot(page, name) {
   fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -150,6 +191,7 @@ async function checkPage(page, name) {
   clean(page);
   assert.equal(await page.locator('h1').count(), 1, `${name}: a page has exactly one h1`);
   assert.deepEqual(await unnamedControls(page), [], `${name}: every visible form control has an accessible name`);
+  assert.deepEqual(await lowContrast(page), [], `${name}: text contrast meets WCAG AA`);
   for (const [label, viewport] of [['desktop', DESKTOP], ['phone', PHONE]]) {
     await page.setViewportSize(viewport);
     const width = await page.evaluate(() => document.documentElement.scrollWidth);
@@ -182,5 +224,5 @@ async function assertTabReaches(page, targets, name) {
 }
 
 module.exports = {
-  BIN, DESKTOP, PHONE, admin, createUser, keyOf, apiGet, open, clean, go, submit, signIn, checkPage, assertTabReaches, unnamedControls, detachedChoices,
+  BIN, DESKTOP, PHONE, admin, createUser, keyOf, apiGet, open, clean, go, submit, signIn, checkPage, assertTabReaches, unnamedControls, detachedChoices, lowContrast,
 };
