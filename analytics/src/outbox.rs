@@ -236,13 +236,26 @@ pub struct AttemptView {
 
 /// The site's deliveries, newest first, optionally only one integration's.
 pub fn list(conn: &Connection, site: i64, integration: Option<i64>, limit: usize) -> Result<Vec<Delivery>> {
+    select(conn, site, integration, None, limit)
+}
+
+/// The deliveries of one notification (e.g. `report-run:<run id>`), first queued first.
+pub fn of_notification(conn: &Connection, site: i64, dedupe_key: &str) -> Result<Vec<Delivery>> {
+    // A notification has at most 50 recipients plus the site's integrations.
+    let mut list = select(conn, site, None, Some(dedupe_key), 1000)?;
+    list.reverse();
+    Ok(list)
+}
+
+fn select(conn: &Connection, site: i64, integration: Option<i64>, dedupe_key: Option<&str>, limit: usize) -> Result<Vec<Delivery>> {
     let mut stmt = conn.prepare_cached(
         "SELECT o.seq, o.id, o.event, o.channel, i.id, o.recipient, o.state, o.next_attempt_at, o.created_at, o.finished_at, o.last_error
          FROM outbox o LEFT JOIN integrations i ON i.seq = o.integration
-         WHERE o.site = ?1 AND (?2 IS NULL OR o.integration = ?2) ORDER BY o.seq DESC LIMIT ?3",
+         WHERE o.site = ?1 AND (?2 IS NULL OR o.integration = ?2) AND (?4 IS NULL OR o.dedupe_key = ?4)
+         ORDER BY o.seq DESC LIMIT ?3",
     )?;
     let rows: Vec<(i64, Delivery)> = stmt
-        .query_map(params![site, integration, limit as i64], |r| {
+        .query_map(params![site, integration, limit as i64, dedupe_key], |r| {
             let state: String = r.get(6)?;
             let integration: Option<String> = r.get(4)?;
             Ok((

@@ -13,6 +13,7 @@ mod exports;
 mod integrations;
 mod keys;
 mod login;
+mod reports;
 mod settings;
 mod sites;
 mod templates;
@@ -241,10 +242,40 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .unify()
         .boxed();
 
+    let report_pages = path!("dashboard" / "sites" / String / "reports")
+        .and(get())
+        .and(c())
+        .and(v())
+        .and(query())
+        .then(reports::reports_page)
+        .or(path!("dashboard" / "sites" / String / "reports").and(post()).and(c()).and(v()).and(form()).then(reports::reports_create))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "reports" / String).and(get()).and(c()).and(v()).and(query()).then(reports::report_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "reports" / String).and(post()).and(c()).and(v()).and(form()).then(reports::report_save))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "reports" / String / "send").and(post()).and(c()).and(v()).and(form()).then(reports::report_send))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "reports" / String / "delete")
+            .and(post())
+            .and(c())
+            .and(v())
+            .and(form())
+            .then(reports::report_delete))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "reports" / String / "runs" / String)
+            .and(get())
+            .and(c())
+            .and(v())
+            .and(query())
+            .then(reports::run_file))
+        .unify()
+        .boxed();
+
     let assets = path!("dashboard" / "assets" / String).and(get()).map(templates::asset);
     let unknown = warp::path("dashboard").and(warp::any()).map(|| Err(ApiError::not_found("path", "there is no such page")));
 
-    let pages = auth.or(site_pages).unify().or(key_pages).unify().or(assets).unify().or(unknown).unify();
+    let pages = auth.or(site_pages).unify().or(key_pages).unify().or(report_pages).unify().or(assets).unify().or(unknown).unify();
     let home = path::end().and(get()).map(|| Ok(redirect("/dashboard/")));
 
     warp::path::full()

@@ -23,6 +23,10 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("export.html", include_str!("templates/export.html")),
     ("integrations.html", include_str!("templates/integrations.html")),
     ("site_settings.html", include_str!("templates/site_settings.html")),
+    ("report_summary.html", include_str!("templates/report_summary.html")),
+    ("report_form.html", include_str!("templates/report_form.html")),
+    ("reports.html", include_str!("templates/reports.html")),
+    ("report.html", include_str!("templates/report.html")),
 ];
 
 /// Static files: (name, content type, body).

@@ -132,8 +132,18 @@ pub fn manage_url(config: &Config, site_id: uuid::Uuid, report_id: uuid::Uuid) -
     format!("{}/dashboard/sites/{site_id}/reports/{report_id}", config.public_url)
 }
 
+/// The outbox key of a run's deliveries: a run is handed to delivery once.
+pub fn dedupe_key(run_id: uuid::Uuid) -> String {
+    format!("report-run:{run_id}")
+}
+
+/// The file name, without extension, of a run's attachment or download.
+pub fn file_stem(doc: &RunDocument) -> String {
+    format!("postern-{}-{}-{}", doc.kind.as_str(), doc.period.start, doc.period.end)
+}
+
 fn attachment(doc: &RunDocument) -> anyhow::Result<Option<Attachment>> {
-    let stem = format!("postern-{}-{}-{}", doc.kind.as_str(), doc.period.start, doc.period.end);
+    let stem = file_stem(doc);
     let (ext, content_type, bytes) = match doc.format {
         Format::Html => return Ok(None),
         Format::Pdf => ("pdf", "application/pdf", render::pdf(doc)?),
@@ -186,7 +196,7 @@ pub fn notification(config: &Config, report: &ReportConfig, doc: &RunDocument) -
     Ok(Notification {
         site_id: doc.site.id.to_string(),
         event: doc.kind.event().to_owned(),
-        dedupe_key: format!("report-run:{}", doc.id),
+        dedupe_key: dedupe_key(doc.id),
         subject,
         text: render::text(doc, None),
         summary: render::summary(doc),

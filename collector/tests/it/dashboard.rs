@@ -13,11 +13,11 @@ use serde_json::{json, Value};
 use crate::receivers::HttpReceiver;
 use crate::support::{event, id, track_ok, Answer, TestApp, BIN};
 
-const PASSWORD: &str = "correct horse battery";
+pub(crate) const PASSWORD: &str = "correct horse battery";
 
 /// Creates a dashboard user in the app's account "acme" with `postern admin create-user`.
 #[track_caller]
-fn create_user(app: &TestApp, email: &str, role: &str) {
+pub(crate) fn create_user(app: &TestApp, email: &str, role: &str) {
     let mut child = Command::new(BIN)
         .args(["admin", "create-user", "--account", "acme", "--email", email, "--role", role, "--db"])
         .arg(&app.db)
@@ -32,14 +32,14 @@ fn create_user(app: &TestApp, email: &str, role: &str) {
 }
 
 /// A browser: a cookie jar, no automatic redirects.
-struct Browser<'a> {
+pub(crate) struct Browser<'a> {
     app: &'a TestApp,
     client: Client,
-    cookies: HashMap<String, String>,
+    pub(crate) cookies: HashMap<String, String>,
 }
 
 impl<'a> Browser<'a> {
-    fn new(app: &'a TestApp) -> Browser<'a> {
+    pub(crate) fn new(app: &'a TestApp) -> Browser<'a> {
         let client = Client::builder().redirect(Policy::none()).timeout(Duration::from_secs(30)).build().unwrap();
         Browser { app, client, cookies: HashMap::new() }
     }
@@ -61,12 +61,12 @@ impl<'a> Browser<'a> {
         a
     }
 
-    fn get(&mut self, path: &str) -> Answer {
+    pub(crate) fn get(&mut self, path: &str) -> Answer {
         let req = self.client.get(self.app.url(path));
         self.send(req)
     }
 
-    fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+    pub(crate) fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
         let req = self.client.post(self.app.url(path)).form(form);
         self.send(req)
     }
@@ -80,7 +80,7 @@ impl<'a> Browser<'a> {
     }
 
     #[track_caller]
-    fn login(&mut self, email: &str) {
+    pub(crate) fn login(&mut self, email: &str) {
         let a = self.login_as(email, PASSWORD);
         assert_eq!(a.status, 303, "login failed: {}", a.text);
         assert_eq!(a.header("location"), Some("/dashboard/"));
@@ -88,7 +88,7 @@ impl<'a> Browser<'a> {
 
     /// The CSRF token of a page the viewer sees.
     #[track_caller]
-    fn token(&mut self, path: &str) -> String {
+    pub(crate) fn token(&mut self, path: &str) -> String {
         let page = self.get(path);
         page.expect(200);
         csrf(&page)
@@ -97,7 +97,7 @@ impl<'a> Browser<'a> {
 
 /// The value of the page's first `csrf` hidden field.
 #[track_caller]
-fn csrf(page: &Answer) -> String {
+pub(crate) fn csrf(page: &Answer) -> String {
     let marker = "name=\"csrf\" value=\"";
     let start = page.text.find(marker).unwrap_or_else(|| panic!("no CSRF field in:\n{}", page.text)) + marker.len();
     page.text[start..].split('"').next().unwrap().to_owned()
@@ -112,7 +112,7 @@ fn metric(page: &Answer, name: &str) -> String {
 }
 
 /// The rows of the table with this id, as cell texts (header cells included).
-fn table_rows(page: &Answer, table_id: &str) -> Vec<Vec<String>> {
+pub(crate) fn table_rows(page: &Answer, table_id: &str) -> Vec<Vec<String>> {
     let start = page.text.find(&format!("<table id=\"{table_id}\"")).unwrap_or_else(|| panic!("no table {table_id}"));
     let end = start + page.text[start..].find("</table>").unwrap();
     let body = &page.text[start..end];
@@ -134,7 +134,7 @@ fn cells(row: &str) -> Vec<String> {
 }
 
 /// Undoes the template's HTML escaping of an attribute value.
-fn unescape(s: &str) -> String {
+pub(crate) fn unescape(s: &str) -> String {
     s.replace("&#x2f;", "/").replace("&amp;", "&")
 }
 

@@ -10,6 +10,7 @@ mod cli;
 mod counting;
 mod crash;
 mod dashboard;
+mod dashboard_reports;
 mod delivery;
 mod errors;
 mod events;

@@ -240,7 +240,7 @@ fn ingest(app: &TestApp, country: &str, events: &[Value]) {
 }
 
 /// The text of a run's PDF, as poppler's `pdftotext` reads it.
-fn pdf_text(bytes: &[u8]) -> String {
+pub(crate) fn pdf_text(bytes: &[u8]) -> String {
     assert!(bytes.starts_with(b"%PDF-"), "not a PDF: {:?}", &bytes[..bytes.len().min(16)]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.pdf");
