@@ -327,7 +327,7 @@ pub fn html(doc: &RunDocument, manage: Option<&str>) -> String {
         ));
     }
     h.push_str(&format!(
-        "<p style=\"margin-top:24px;color:#9ca3af;font-size:12px\">Generated {} by Postern · times in {}</p>\n</div></body></html>\n",
+        "<p style=\"margin-top:24px;color:#6b7280;font-size:12px\">Generated {} by Postern · times in {}</p>\n</div></body></html>\n",
         html::escape(&doc.generated_at),
         html::escape(&doc.site.timezone)
     ));
