@@ -60,6 +60,9 @@ impl Store {
     }
 }
 
+/// How long a write waits for another write connection's lock.
+const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 fn open_write_connection(path: &Path, durability: Durability) -> Result<Connection> {
     let conn = Connection::open(path)?;
     // WAL lets readers run while the writer commits.
@@ -71,8 +74,10 @@ fn open_write_connection(path: &Path, durability: Durability) -> Result<Connecti
     };
     conn.pragma_update(None, "synchronous", sync)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
-    // The admin CLI may write while the collector runs: wait rather than fail.
-    conn.busy_timeout(Duration::from_secs(5))?;
+    // Other write connections (the outbox sender, the alerts job, the admin CLI)
+    // hold the lock while they commit; on a disk busy with other work one fsync
+    // can take seconds. Wait that out rather than failing an ingest with 503.
+    conn.busy_timeout(WRITE_BUSY_TIMEOUT)?;
     // Keep more of the rollup and session B-trees in memory (negative = KiB).
     conn.pragma_update(None, "cache_size", -16_000)?;
     Ok(conn)
