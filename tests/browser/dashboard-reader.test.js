@@ -107,6 +107,8 @@ test('a Reader sees every page without a change control, and every change it pos
     '/dashboard/sites', '/dashboard/sites/:site/settings', '/dashboard/sites/:site/delete', '/dashboard/sites/:site/wall',
     '/dashboard/sites/:site/integrations', '/dashboard/sites/:site/integrations/:id/test', '/dashboard/sites/:site/integrations/:id/delete',
     '/dashboard/settings/api/keys', '/dashboard/settings/api/keys/:id/revoke',
+    '/dashboard/sites/:site/reports', '/dashboard/sites/:site/reports/:id', '/dashboard/sites/:site/reports/:id/send',
+    '/dashboard/sites/:site/reports/:id/delete',
   ]) assert.ok(actions.includes(expected), `the Admin's walk found the form posting to ${expected}: ${actions.join(', ')}`);
   d.clean(admin);
 
