@@ -409,3 +409,34 @@ fn a_reader_sees_reports_and_runs_but_every_change_is_refused() {
     assert_eq!(reports[0]["updated_at"], report["updated_at"]);
     assert_eq!(app.get(&format!("/v1/sites/{site}/reports/{rid}/runs")).body["total"], 1, "no run was sent");
 }
+
+#[test]
+fn another_accounts_admin_finds_neither_the_report_nor_its_runs() {
+    let app = TestApp::spawn();
+    let site = id(&app.create_site("courier.example.com", "Europe/Paris"));
+    let rid = app.post(&format!("/v1/sites/{site}/reports"), &json!({"type": "daily", "channels": ["webhook"]})).expect(201).body["id"].as_str().unwrap().to_owned();
+    let run = app.post(&format!("/v1/sites/{site}/reports/{rid}/send"), &json!({})).expect(201).body["id"].as_str().unwrap().to_owned();
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .args(["admin", "create-user", "--account", "globex", "--email", "eve@example.com", "--role", "admin", "--db"])
+        .arg(&app.db)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), format!("{PASSWORD}\n").as_bytes()).unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut b = Browser::new(&app);
+    b.login("eve@example.com");
+    let path = format!("/dashboard/sites/{site}/reports/{rid}");
+    for page in [reports_path(&site), path.clone(), format!("{path}/runs/{run}?format=html"), format!("{path}/runs/{run}?format=json")] {
+        assert_eq!(b.get(&page).status, 404, "GET {page}");
+    }
+    let token = b.token("/dashboard/");
+    for action in [reports_path(&site), path.clone(), format!("{path}/send"), format!("{path}/delete")] {
+        let a = b.post(&action, &weekly_with(&token, &[]));
+        assert_eq!(a.status, 404, "POST {action}: {}", a.text);
+    }
+    assert_eq!(app.get(&format!("/v1/sites/{site}/reports/{rid}/runs")).body["total"], 1, "nothing was sent");
+    app.get(&format!("/v1/sites/{site}/reports/{rid}")).expect(200);
+}
