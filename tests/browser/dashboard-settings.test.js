@@ -58,7 +58,7 @@ test('Settings → API → Generate API Key: shown once, works against the API, 
     await d.go(page, `${postern.url}/dashboard/settings/api`);
     const cell = (await row.locator('td').nth(3).textContent()).trim();
     return cell !== 'never' && cell;
-  });
+  }, { timeout: 30000 });
   assert.match(lastUsed, /^\d{4}-\d\d-\d\d \d\d:\d\d$/, 'the list shows when the key was last used');
   const prefix = (await row.locator('td code').textContent()).replace('…', '');
   assert.ok(prefix.length >= 8 && secret.startsWith(prefix), `the list shows the key's prefix ${prefix}`);
