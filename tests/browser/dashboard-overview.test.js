@@ -60,6 +60,13 @@ async function choose(page, filters) {
   await d.submit(page, page.getByRole('button', { name: 'Apply' }));
 }
 
+test('the demo user README names signs in and finds the demo site', async (t) => {
+  const page = await d.signIn(browser, postern, t, { email: 'demo@postern.local', password: 'postern-demo' });
+  await assert.doesNotReject(page.getByRole('link', { name: 'The Daily Courier' }).waitFor());
+  assert.equal((await page.locator('.who .badge').textContent()).trim(), 'admin');
+  d.clean(page);
+});
+
 test('the period selector and device filter change the KPI tiles to the API\'s numbers', async (t) => {
   const page = await openSite(t);
   await d.checkPage(page, 'site-overview');
