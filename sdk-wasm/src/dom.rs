@@ -99,7 +99,7 @@ fn param(search: &str, name: &str) -> Option<String> {
 
 /// Brave exposes `navigator.brave`; no other browser does.
 pub fn is_brave() -> bool {
-    window().is_ok_and(|w| Reflect::has(&w.navigator(), &JsValue::from_str("brave")).unwrap_or(false))
+    window().is_ok_and(|w| Reflect::get(&w.navigator(), &JsValue::from_str("brave")).is_ok_and(|b| !b.is_undefined()))
 }
 
 pub fn document_visible() -> bool {

@@ -114,7 +114,7 @@ fn queue_with(queue: &str, body: &str) -> String {
     let mut q = String::new();
     for l in old.clone().skip((old.count() + 1).saturating_sub(QUEUE_MAX)) {
         q.push_str(l);
-        q.push_str("\n");
+        q.push('\n');
     }
     q.push_str(body);
     q
@@ -154,7 +154,7 @@ pub fn get(url: &str) -> Promise {
 
 /// The JSON body of a 2xx answer, or null.
 pub fn json_of(response: Option<Response>) -> Promise {
-    let r = response.filter(Response::ok);
+    let r = response.filter(|r| (200..300).contains(&r.status()));
     r.and_then(|r| r.json().ok()).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
 }
 

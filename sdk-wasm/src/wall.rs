@@ -6,7 +6,7 @@
 
 use js_sys::Function;
 use wasm_bindgen::{JsCast, JsValue};
-use web_sys::{Element, Event, HtmlElement, KeyboardEvent, ShadowRoot, ShadowRootInit, ShadowRootMode};
+use web_sys::{Element, Event, HtmlElement, KeyboardEvent, ShadowRoot};
 
 use alloc::string::String;
 use crate::config::{Colors, Kind};
@@ -111,7 +111,7 @@ pub fn render(t: &Texts<'_>) -> String {
     h.push_str(t.colors.text.as_deref().unwrap_or(DEFAULT_TEXT));
     h.push_str(";--a:");
     h.push_str(t.colors.accent.as_deref().unwrap_or(DEFAULT_ACCENT));
-    h.push_str("}");
+    h.push('}');
     h.push_str(STYLE);
     h.push_str(if t.kind == Kind::Banner { "</style><div class=\"o b\">" } else { "</style><div class=\"o\">" });
     h.push_str("<div class=\"d\" role=\"dialog\" aria-modal=\"");
@@ -155,7 +155,10 @@ impl Wall {
         let body = doc.body().ok_or(Error::NoDom)?;
         let host = doc.create_element("div")?;
         host.set_attribute("data-postern-wall", "")?;
-        let root = host.attach_shadow(&ShadowRootInit::new(ShadowRootMode::Closed))?;
+        // `{mode: "closed"}` as a plain object: `ShadowRootInit`'s setter is one more import.
+        let init = js_sys::Object::new();
+        crate::set(&init, "mode", &JsValue::from_str("closed"));
+        let root = host.attach_shadow(init.unchecked_ref())?;
         root.set_inner_html(&render(t));
         body.append_child(&host)?;
         let saved_overflow = if t.kind == Kind::Banner {
@@ -197,7 +200,8 @@ impl Wall {
     /// Shows or hides the instructions; true when they were just opened.
     pub fn toggle_help(&self) -> bool {
         let (Some(list), Some(button)) = (self.find("#h"), self.find("[data-a=help]")) else { return false };
-        let opening = list.toggle_attribute("hidden").is_ok_and(|hidden| !hidden);
+        let opening = list.get_attribute("hidden").is_some();
+        let _ = if opening { list.remove_attribute("hidden") } else { list.set_attribute("hidden", "") };
         let _ = button.set_attribute("aria-expanded", if opening { "true" } else { "false" });
         opening
     }
