@@ -82,7 +82,7 @@ fn file_reply(body: &'static [u8], mime: &'static str, cache: &'static str) -> R
 
 /// The bait script: harmless JavaScript whose body carries the request's
 /// nonce, so the SDK can tell this answer from a blocker's stand-in script.
-fn bait(nonce: Option<&str>) -> Response {
+pub(crate) fn bait(nonce: Option<&str>) -> Response {
     let mut res = Response::new(bait_body(nonce).into());
     let h = res.headers_mut();
     h.insert("content-type", HeaderValue::from_static(JS));

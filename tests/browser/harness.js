@@ -181,7 +181,8 @@ async function wallRoot(page) {
   const { root } = await cdp.send('DOM.getDocument', { depth: -1, pierce: true });
   const find = (n) => {
     if (n.attributes && n.attributes.includes('data-postern-wall')) return n;
-    for (const c of n.children || []) { const f = find(c); if (f) return f; }
+    // Same-origin frames (the dashboard's wall preview) are searched too.
+    for (const c of [...(n.children || []), ...(n.contentDocument ? [n.contentDocument] : [])]) { const f = find(c); if (f) return f; }
     return null;
   };
   const host = find(root);

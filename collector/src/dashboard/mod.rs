@@ -13,6 +13,7 @@ mod exports;
 mod integrations;
 mod keys;
 mod login;
+mod preview;
 mod reports;
 mod settings;
 mod sites;
@@ -272,10 +273,44 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .unify()
         .boxed();
 
+    let drafts = Arc::new(preview::Drafts::default());
+    let d = move || {
+        let drafts = drafts.clone();
+        warp::any().map(move || drafts.clone())
+    };
+    let preview_pages = path!("dashboard" / "sites" / String / "wall" / "preview")
+        .and(post())
+        .and(c())
+        .and(d())
+        .and(v())
+        .and(form())
+        .then(preview::preview_create)
+        .or(path!("dashboard" / "sites" / String / "wall" / "preview" / String)
+            .and(get())
+            .and(c())
+            .and(d())
+            .and(v())
+            .and(query())
+            .then(preview::preview_page))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "wall" / "preview" / String / ..)
+            .and(get())
+            .and(path::tail())
+            .and(d())
+            .and(query())
+            .then(preview::sandbox_get))
+        .unify()
+        .or(path!("dashboard" / "sites" / String / "wall" / "preview" / String / ..)
+            .and(post())
+            .and(path::tail())
+            .then(|_, _, tail| preview::sandbox_post(tail)))
+        .unify()
+        .boxed();
+
     let assets = path!("dashboard" / "assets" / String).and(get()).map(templates::asset);
     let unknown = warp::path("dashboard").and(warp::any()).map(|| Err(ApiError::not_found("path", "there is no such page")));
 
-    let pages = auth.or(site_pages).unify().or(key_pages).unify().or(report_pages).unify().or(assets).unify().or(unknown).unify();
+    let pages = auth.or(site_pages).unify().or(key_pages).unify().or(report_pages).unify().or(preview_pages).unify().or(assets).unify().or(unknown).unify();
     let home = path::end().and(get()).map(|| Ok(redirect("/dashboard/")));
 
     warp::path::full()

@@ -19,6 +19,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("site.html", include_str!("templates/site.html")),
     ("keys.html", include_str!("templates/keys.html")),
     ("wall.html", include_str!("templates/wall.html")),
+    ("wall_preview.html", include_str!("templates/wall_preview.html")),
     ("site_tabs.html", include_str!("templates/site_tabs.html")),
     ("export.html", include_str!("templates/export.html")),
     ("integrations.html", include_str!("templates/integrations.html")),
@@ -33,6 +34,8 @@ const TEMPLATES: &[(&str, &str)] = &[
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.css", "text/css; charset=utf-8", include_str!("assets/app.css")),
     ("app.js", "text/javascript; charset=utf-8", include_str!("assets/app.js")),
+    ("wall.js", "text/javascript; charset=utf-8", include_str!("assets/wall.js")),
+    ("wall-preview.js", "text/javascript; charset=utf-8", include_str!("assets/wall-preview.js")),
 ];
 
 fn env() -> &'static Environment<'static> {

@@ -70,21 +70,24 @@ pub async fn wall_save(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, f
     viewer.check_csrf(&form)?;
     viewer.require_admin()?;
     let site = site_of(&ctx, &viewer, &id).await?;
-    let wall = wall_from_form(&site.wall, &form);
-    if let Err(message) = validate(&wall) {
-        return render(&ctx, &viewer, &id, StatusCode::BAD_REQUEST, &wall, Some(message), false).await;
-    }
-    // The API's own validation of a wall, so both doors accept the same walls.
-    let wall = match parse_wall(Some(&wall)) {
-        Ok(Some(w)) => w,
-        Ok(None) => wall,
-        Err(e) => return render(&ctx, &viewer, &id, StatusCode::BAD_REQUEST, &wall, Some(e.message), false).await,
+    let wall = match checked_wall(&site.wall, &form) {
+        Ok(w) => w,
+        Err(e) => return render(&ctx, &viewer, &id, e.status, &wall_from_form(&site.wall, &form), Some(e.message), false).await,
     };
     let (account, site_id) = (viewer.account_id(), site.id);
     let changes = SiteChanges { wall: Some(wall), ..Default::default() };
     ctx.writer.apply(move |c| sites::update(c, account, site_id, &changes)).await?;
     ctx.directory.forget_site(site_id);
     Ok(redirect(&format!("/dashboard/sites/{site_id}/wall?saved=1")))
+}
+
+/// The wall the form describes, checked as saving checks it: the editor's
+/// rules, then the API's own (so both doors accept the same walls). The live
+/// preview uses it too, so it shows only what could be saved.
+pub fn checked_wall(current: &Json, form: &Form) -> Result<Json, ApiError> {
+    let wall = wall_from_form(current, form);
+    validate(&wall).map_err(|message| ApiError::invalid("wall", "invalid", message))?;
+    Ok(parse_wall(Some(&wall))?.unwrap_or(wall))
 }
 
 /// The edited wall: the form's fields over the current configuration.

@@ -44,7 +44,7 @@ impl<'a> Browser<'a> {
         Browser { app, client, cookies: HashMap::new() }
     }
 
-    fn send(&mut self, req: reqwest::blocking::RequestBuilder) -> Answer {
+    pub(crate) fn send(&mut self, req: reqwest::blocking::RequestBuilder) -> Answer {
         let cookie = self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ");
         let req = if cookie.is_empty() { req } else { req.header("Cookie", cookie) };
         let a = self.app.send(req);

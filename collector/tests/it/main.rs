@@ -25,3 +25,4 @@ mod restart;
 mod retention;
 mod sdk;
 mod sites;
+mod wall_preview;

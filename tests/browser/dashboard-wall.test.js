@@ -1,0 +1,136 @@
+// The dashboard's wall editor with its live preview: the real SDK, loaded
+// from /p/v1.js in a frame of the editor, shows the unsaved draft; saving
+// keeps it; nothing the preview does is counted.
+'use strict';
+
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
+const path = require('node:path');
+const h = require('./harness');
+
+const BIN = process.env.POSTERN_BIN || path.join(h.ROOT, 'target/debug/postern');
+const EMAIL = 'editor@example.com';
+const PASSWORD = 'correct horse battery';
+
+let postern;
+let browser;
+
+before(async () => {
+  postern = await h.startPostern();
+  // The user joins the account of the harness's key, which owns the site.
+  execFileSync(BIN, ['admin', 'create-user', '--account', 'browser-tests', '--email', EMAIL, '--role', 'admin', '--db', postern.db], {
+    input: `${PASSWORD}\n`,
+  });
+  browser = await h.launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+  await postern?.stop();
+});
+
+async function login(page) {
+  await page.goto(`${postern.url}/dashboard/login`);
+  await page.getByLabel('E-mail address').fill(EMAIL);
+  await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+  await Promise.all([page.waitForURL(`${postern.url}/dashboard/`), page.getByRole('button', { name: 'Sign in' }).click()]);
+}
+
+/** The preview frame once it shows a wall; `marker` is a text its title must contain. */
+async function previewShowing(page, title) {
+  return h.eventually(async () => {
+    const frame = page.frames().find((f) => /\/wall\/preview\/[0-9a-f]{64}/.test(f.url()));
+    if (!frame || !(await frame.evaluate(() => !!document.querySelector('[data-postern-wall]')))) return null;
+    const shown = await h.inWall(page, function () { return this.querySelector('h2').textContent; });
+    return shown === title ? frame : null;
+  }, { timeout: 20000 });
+}
+
+/** What the preview's wall looks like, read inside its closed shadow root. */
+function wallState(page) {
+  return h.inWall(page, function () {
+    const dialog = this.querySelector('[role=dialog]');
+    return {
+      title: this.querySelector('h2').textContent,
+      body: this.querySelector('#m').textContent,
+      banner: this.querySelector('.o').classList.contains('b'),
+      modal: dialog.getAttribute('aria-modal'),
+      dismissible: !!this.querySelector('[data-a=dismiss]'),
+    };
+  });
+}
+
+test('the wall editor previews the unsaved wall with the real SDK, then saves it', async (t) => {
+  const page = await h.openPage(browser, null, t, { viewport: { width: 1280, height: 900 } });
+  await login(page);
+  const editor = `${postern.url}/dashboard/sites/${postern.siteId}/wall`;
+  await page.goto(editor);
+  const saved = (await postern.api(`/v1/sites/${postern.siteId}`)).wall;
+  const first = saved.variants[0];
+
+  // The saved wall first, as the SDK draws it.
+  await previewShowing(page, first.title);
+  assert.deepEqual(await wallState(page), {
+    title: first.title, body: first.body, banner: saved.kind === 'banner', modal: String(saved.kind !== 'banner'), dismissible: saved.kind !== 'hard',
+  });
+  await expectStatus(page, 'The preview shows the form as it is now');
+
+  // Edits show in the preview before anything is saved, and the typing stays in the editor.
+  await page.getByLabel('Kind').selectOption('banner');
+  const title = page.locator('#v0-title');
+  await title.fill('Ads keep the Courier free');
+  await previewShowing(page, 'Ads keep the Courier free');
+  assert.deepEqual(await wallState(page), {
+    title: 'Ads keep the Courier free', body: first.body, banner: true, modal: 'false', dismissible: true,
+  });
+  assert.equal(await page.evaluate(() => document.activeElement.id), 'v0-title', 'the preview did not take the focus');
+  assert.equal((await postern.api(`/v1/sites/${postern.siteId}`)).wall.kind, saved.kind, 'nothing is saved yet');
+  await h.screenshot(page, 'dashboard-wall-preview-desktop');
+
+  // Another variant, picked for the preview only.
+  const second = saved.variants[1];
+  await page.getByLabel('Variant shown').selectOption(second.name);
+  await previewShowing(page, second.title);
+  assert.equal((await wallState(page)).banner, true, 'the draft kind applies to every variant');
+
+  // A hard wall has no dismiss link.
+  await page.getByLabel('Kind').selectOption('hard');
+  await h.eventually(async () => {
+    const s = await wallState(page);
+    return s && s.title === second.title && !s.banner && s.modal === 'true' && !s.dismissible;
+  }, { timeout: 20000 });
+
+  // Saved, and still there after a reload.
+  await Promise.all([page.waitForURL(`${editor}?saved=1`), page.getByRole('button', { name: 'Save wall' }).click()]);
+  await page.getByText('The wall is saved').waitFor();
+  await page.reload();
+  assert.equal(await page.getByLabel('Kind').inputValue(), 'hard');
+  assert.equal(await page.locator('#v0-title').inputValue(), 'Ads keep the Courier free');
+  await page.getByLabel('Variant shown').selectOption(first.name);
+  await previewShowing(page, 'Ads keep the Courier free');
+  const config = await (await fetch(`${postern.url}/v1/sdk/sites/${postern.siteId}/config`)).json();
+  assert.equal(config.wall.kind, 'hard');
+  assert.equal(config.wall.variants[0].title, 'Ads keep the Courier free');
+
+  // The previews sent events (a pageview each at least) to the sandbox: none was stored.
+  assert.deepEqual(await postern.events(postern.siteId), []);
+  page.assertClean();
+});
+
+test('the wall editor fits a phone, preview included', async (t) => {
+  const page = await h.openPage(browser, null, t, { viewport: { width: 375, height: 800 } });
+  await login(page);
+  await page.goto(`${postern.url}/dashboard/sites/${postern.siteId}/wall`);
+  const saved = (await postern.api(`/v1/sites/${postern.siteId}`)).wall;
+  await previewShowing(page, saved.variants[0].title);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  assert.equal(overflow, 0, 'no horizontal scrolling at 375 px');
+  await page.locator('#preview-frame').scrollIntoViewIfNeeded();
+  await h.screenshot(page, 'dashboard-wall-preview-phone');
+  page.assertClean();
+});
+
+async function expectStatus(page, text) {
+  await page.locator('#preview-status', { hasText: text }).waitFor();
+}
