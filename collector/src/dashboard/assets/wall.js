@@ -9,10 +9,14 @@
   const pick = document.getElementById("preview-variant");
   const status = document.getElementById("preview-status");
   if (!form || !frame || !pick || !status) return;
-  const DEBOUNCE_MS = 400;
+  const DEBOUNCE_MS = 500;
+  const SHOWN = "The preview shows the form as it is now (saved or not).";
   let timer = 0;
   let sent = 0;
   let page = null;
+  // The form as last previewed: an edit that changes nothing (typed, then
+  // undone) costs no request.
+  let previewed = "";
   // The field being edited when the frame reloads: the wall takes the focus
   // when it opens, and typing must not end up in the preview.
   let keep = null;
@@ -46,10 +50,17 @@
   }
 
   async function refresh() {
+    const body = fields().toString();
     const mine = ++sent;
+    if (body === previewed) {
+      say(SHOWN, false);
+      return;
+    }
     let res, data;
     try {
-      res = await fetch(form.dataset.preview, { method: "POST", body: fields(), credentials: "same-origin" });
+      res = await fetch(form.dataset.preview, {
+        method: "POST", body, headers: { "content-type": "application/x-www-form-urlencoded" }, credentials: "same-origin",
+      });
       data = await res.json();
     } catch (e) {
       if (mine === sent) say("The preview could not be updated (" + e.message + ").", true);
@@ -61,10 +72,11 @@
       say("Not previewed: " + message, true);
       return;
     }
+    previewed = body;
     page = data.url;
     variants(data.variants);
     show();
-    say("The preview shows the form as it is now (saved or not).", false);
+    say(SHOWN, false);
   }
 
   function edited() {
