@@ -5,23 +5,17 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { execFileSync } = require('node:child_process');
-const path = require('node:path');
 const h = require('./harness');
-
-const BIN = process.env.POSTERN_BIN || path.join(h.ROOT, 'target/debug/postern');
-const EMAIL = 'editor@example.com';
-const PASSWORD = 'correct horse battery';
+const d = require('./dashboard');
 
 let postern;
 let browser;
+let user;
 
 before(async () => {
   postern = await h.startPostern();
   // The user joins the account of the harness's key, which owns the site.
-  execFileSync(BIN, ['admin', 'create-user', '--account', 'browser-tests', '--email', EMAIL, '--role', 'admin', '--db', postern.db], {
-    input: `${PASSWORD}\n`,
-  });
+  user = d.createUser(postern, { account: 'browser-tests', email: 'editor@example.com', role: 'admin', password: 'correct horse battery' });
   browser = await h.launchBrowser();
 });
 
@@ -29,13 +23,6 @@ after(async () => {
   await browser?.close();
   await postern?.stop();
 });
-
-async function login(page) {
-  await page.goto(`${postern.url}/dashboard/login`);
-  await page.getByLabel('E-mail address').fill(EMAIL);
-  await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
-  await Promise.all([page.waitForURL(`${postern.url}/dashboard/`), page.getByRole('button', { name: 'Sign in' }).click()]);
-}
 
 /** The preview frame once it shows a wall; `marker` is a text its title must contain. */
 async function previewShowing(page, title) {
@@ -62,10 +49,9 @@ function wallState(page) {
 }
 
 test('the wall editor previews the unsaved wall with the real SDK, then saves it', async (t) => {
-  const page = await h.openPage(browser, null, t, { viewport: { width: 1280, height: 900 } });
-  await login(page);
+  const page = await d.signIn(browser, postern, t, user);
   const editor = `${postern.url}/dashboard/sites/${postern.siteId}/wall`;
-  await page.goto(editor);
+  await d.go(page, editor);
   const saved = (await postern.api(`/v1/sites/${postern.siteId}`)).wall;
   const first = saved.variants[0];
 
@@ -102,9 +88,10 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   }, { timeout: 20000 });
 
   // Saved, and still there after a reload.
-  await Promise.all([page.waitForURL(`${editor}?saved=1`), page.getByRole('button', { name: 'Save wall' }).click()]);
+  await d.submit(page, page.getByRole('button', { name: 'Save wall' }));
+  assert.equal(page.url(), `${editor}?saved=1`);
   await page.getByText('The wall is saved').waitFor();
-  await page.reload();
+  await d.go(page, editor);
   assert.equal(await page.getByLabel('Kind').inputValue(), 'hard');
   assert.equal(await page.locator('#v0-title').inputValue(), 'Ads keep the Courier free');
   await page.getByLabel('Variant shown').selectOption(first.name);
@@ -115,17 +102,19 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
 
   // The previews sent events (a pageview each at least) to the sandbox: none was stored.
   assert.deepEqual(await postern.events(postern.siteId), []);
+  d.clean(page);
   page.assertClean();
 });
 
-test('the wall editor fits a phone, preview included', async (t) => {
-  const page = await h.openPage(browser, null, t, { viewport: { width: 375, height: 800 } });
-  await login(page);
-  await page.goto(`${postern.url}/dashboard/sites/${postern.siteId}/wall`);
+test('the wall editor and its preview pass the page checks at desktop and phone width', async (t) => {
+  const page = await d.signIn(browser, postern, t, user);
+  await d.go(page, `${postern.url}/dashboard/sites/${postern.siteId}/wall`);
   const saved = (await postern.api(`/v1/sites/${postern.siteId}`)).wall;
   await previewShowing(page, saved.variants[0].title);
-  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
-  assert.equal(overflow, 0, 'no horizontal scrolling at 375 px');
+  // One h1, named controls, whole-page screenshots, no horizontal scrolling at 375 px.
+  await d.checkPage(page, 'wall');
+  await page.setViewportSize(d.PHONE);
+  await previewShowing(page, saved.variants[0].title);
   await page.locator('#preview-frame').scrollIntoViewIfNeeded();
   await h.screenshot(page, 'dashboard-wall-preview-phone');
   page.assertClean();
