@@ -44,9 +44,15 @@ function wallState(page) {
       banner: this.querySelector('.o').classList.contains('b'),
       modal: dialog.getAttribute('aria-modal'),
       dismissible: !!this.querySelector('[data-a=dismiss]'),
+      // The colours as the browser computed them.
+      background: getComputedStyle(this.querySelector('.d')).backgroundColor,
+      text: getComputedStyle(this.querySelector('h2')).color,
+      accent: getComputedStyle(this.querySelector('[data-a=recheck]')).backgroundColor,
     };
   });
 }
+
+const DEFAULT_COLORS = { background: 'rgb(255, 255, 255)', text: 'rgb(26, 26, 26)', accent: 'rgb(11, 87, 208)' };
 
 test('the wall editor previews the unsaved wall with the real SDK, then saves it', async (t) => {
   const page = await d.signIn(browser, postern, t, user);
@@ -59,17 +65,22 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   await previewShowing(page, first.title);
   assert.deepEqual(await wallState(page), {
     title: first.title, body: first.body, banner: saved.kind === 'banner', modal: String(saved.kind !== 'banner'), dismissible: saved.kind !== 'hard',
+    ...DEFAULT_COLORS,
   });
   await expectStatus(page, 'The preview shows the form as it is now');
 
   // Edits show in the preview before anything is saved, and the typing stays in the editor.
   await page.getByLabel('Kind').selectOption('banner');
+  await page.getByLabel('Background colour').fill('#fff8e1');
+  await page.getByLabel('Button colour').fill('#8a1c1c');
   const title = page.locator('#v0-title');
   await title.fill('Ads keep the Courier free');
   await previewShowing(page, 'Ads keep the Courier free');
-  assert.deepEqual(await wallState(page), {
+  const edited = {
     title: 'Ads keep the Courier free', body: first.body, banner: true, modal: 'false', dismissible: true,
-  });
+    background: 'rgb(255, 248, 225)', text: DEFAULT_COLORS.text, accent: 'rgb(138, 28, 28)',
+  };
+  assert.deepEqual(await wallState(page), edited);
   assert.equal(await page.evaluate(() => document.activeElement.id), 'v0-title', 'the preview did not take the focus');
   assert.equal((await postern.api(`/v1/sites/${postern.siteId}`)).wall.kind, saved.kind, 'nothing is saved yet');
   await h.screenshot(page, 'dashboard-wall-preview-desktop');
@@ -94,11 +105,14 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   await d.go(page, editor);
   assert.equal(await page.getByLabel('Kind').inputValue(), 'hard');
   assert.equal(await page.locator('#v0-title').inputValue(), 'Ads keep the Courier free');
+  assert.equal(await page.getByLabel('Button colour').inputValue(), '#8a1c1c');
   await page.getByLabel('Variant shown').selectOption(first.name);
   await previewShowing(page, 'Ads keep the Courier free');
+  assert.deepEqual(await wallState(page), { ...edited, banner: false, modal: 'true', dismissible: false });
   const config = await (await fetch(`${postern.url}/v1/sdk/sites/${postern.siteId}/config`)).json();
   assert.equal(config.wall.kind, 'hard');
   assert.equal(config.wall.variants[0].title, 'Ads keep the Courier free');
+  assert.deepEqual(config.wall.colors, { background: '#fff8e1', text: '#1a1a1a', accent: '#8a1c1c' });
 
   // The previews sent events (a pageview each at least) to the sandbox: none was stored.
   assert.deepEqual(await postern.events(postern.siteId), []);
