@@ -18,12 +18,16 @@ mod event_ids;
 mod sessions;
 mod tail;
 
-use std::collections::HashMap;
+// foldhash instead of SipHash: the writer hashes every session and event id
+// several times per event; its per-process random seed still keeps keys
+// chosen by clients from colliding on purpose.
+use foldhash::HashMap;
 
 use rusqlite::{params, Connection, Transaction};
 use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
+use crate::store::Checkpointer;
 use crate::Result;
 use event_ids::{EventIds, Stored};
 use sessions::{Known, SessionKey, Sessions};
@@ -36,11 +40,13 @@ pub struct Writer {
     conn: Connection,
     sessions: Sessions,
     event_ids: EventIds,
+    /// Declared after `conn`: dropped after it, for a last checkpoint.
+    _checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
-    pub(crate) fn new(conn: Connection) -> Writer {
-        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default() }
+    pub(crate) fn new(conn: Connection, checkpointer: Option<Checkpointer>) -> Writer {
+        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default(), _checkpointer: checkpointer }
     }
 
     /// Starts a group transaction: many commands, one commit.
@@ -55,9 +61,17 @@ impl Writer {
             sessions: &mut self.sessions,
             event_ids: &mut self.event_ids,
             staged: Staged::default(),
+            scratch: Staged::default(),
             written: Vec::new(),
             broken: false,
         })
+    }
+
+    /// Merges every session into the index at the next commit, for tests of
+    /// what only indexed sessions undergo.
+    #[cfg(test)]
+    pub(crate) fn index_sessions_at_once(&mut self) {
+        self.sessions.tail.max = 0;
     }
 
     /// Runs one change in its own transaction.
@@ -90,21 +104,30 @@ struct Staged {
 }
 
 impl Staged {
-    fn merge(&mut self, other: Staged) {
-        self.sessions.extend(other.sessions);
-        self.event_ids.extend(other.event_ids);
-        for (k, d) in other.rollups {
+    /// Moves what `other` staged into `self`, leaving `other` empty with its capacity.
+    fn merge(&mut self, other: &mut Staged) {
+        self.sessions.extend(other.sessions.drain());
+        self.event_ids.extend(other.event_ids.drain());
+        for (k, d) in other.rollups.drain() {
             let e = self.rollups.entry(k).or_default();
             for i in 0..6 {
                 e[i] += d[i];
             }
         }
-        for (k, n) in other.counts {
+        for (k, n) in other.counts.drain() {
             *self.counts.entry(k).or_default() += n;
         }
-        for (k, n) in other.raw {
+        for (k, n) in other.raw.drain() {
             *self.raw.entry(k).or_default() += n;
         }
+    }
+
+    fn clear(&mut self) {
+        self.sessions.clear();
+        self.event_ids.clear();
+        self.rollups.clear();
+        self.counts.clear();
+        self.raw.clear();
     }
 
     fn bump_rollup(&mut self, site: i64, s: &SessionState, d: [i64; 6]) {
@@ -126,6 +149,9 @@ pub struct Group<'a> {
     sessions: &'a mut Sessions,
     event_ids: &'a mut EventIds,
     staged: Staged,
+    /// What the command running now staged, merged into `staged` once its
+    /// savepoint is released (kept to reuse its memory).
+    scratch: Staged,
     written: Written,
     /// Staged changes were only partly written: the group must not commit.
     broken: bool,
@@ -134,24 +160,23 @@ pub struct Group<'a> {
 impl Group<'_> {
     /// Stores events and updates sessions and rollups; one answer per event, in order.
     pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
-        let sp = self.tx.savepoint()?;
-        let mut mine = Staged::default();
-        let acks = events
-            .iter()
-            .map(|e| ingest_one(&sp, e, &mut mine, &self.staged, self.sessions, self.event_ids))
-            .collect::<Result<Vec<_>>>()?;
-        sp.commit()?;
-        self.staged.merge(mine);
+        let (scratch, staged, sessions, event_ids) = (&mut self.scratch, &self.staged, &mut *self.sessions, &mut *self.event_ids);
+        scratch.clear();
+        let mut run = |conn: &Connection| {
+            events.iter().map(|e| ingest_one(conn, e, scratch, staged, sessions, event_ids)).collect::<Result<Vec<_>>>()
+        };
+        // One event writes one row with one statement, which SQLite undoes
+        // on its own when it fails: a savepoint would only copy the pages it
+        // touches into the sub-journal.
+        let acks = if events.len() == 1 { run(&self.tx)? } else { in_savepoint(&self.tx, run)? };
+        self.staged.merge(&mut self.scratch);
         Ok(acks)
     }
 
     /// Runs `f` inside a savepoint of the group transaction. `f` must not
     /// change sessions or rollups: use [`Group::maintain`] for that.
     pub fn apply<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let sp = self.tx.savepoint()?;
-        let out = f(&sp)?;
-        sp.commit()?;
-        Ok(out)
+        in_savepoint(&self.tx, f)
     }
 
     /// Runs maintenance that may change rollups or delete deleted sites'
@@ -231,6 +256,24 @@ impl SessionState {
             && self.device == other.device
             && self.country == other.country
             && self.variant == other.variant
+    }
+}
+
+/// Runs `f` in a savepoint: released when `f` succeeds, rolled back when it
+/// fails. The statements are prepared once per connection, not parsed per
+/// command as rusqlite's `Savepoint` does.
+fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.prepare_cached("SAVEPOINT command")?.execute([])?;
+    match f(conn) {
+        Ok(out) => {
+            conn.prepare_cached("RELEASE command")?.execute([])?;
+            Ok(out)
+        }
+        Err(e) => {
+            conn.prepare_cached("ROLLBACK TO command")?.execute([])?;
+            conn.prepare_cached("RELEASE command")?.execute([])?;
+            Err(e)
+        }
     }
 }
 
@@ -380,8 +423,8 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
              conversions = conversions + excluded.conversions,
              wall_conversions = wall_conversions + excluded.wall_conversions",
     )?;
-    let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::new();
-    let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::new();
+    let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::default();
+    let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::default();
     for ((site, hour, device, country, variant), d) in &staged.rollups {
         if d.iter().all(|&x| x == 0) {
             continue;

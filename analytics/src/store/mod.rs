@@ -10,6 +10,8 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::Result;
 
+mod checkpoint;
+pub(crate) use checkpoint::Checkpointer;
 mod migrations;
 
 /// How hard a commit waits for the disk. `Full` is the default: an acknowledged
@@ -41,7 +43,17 @@ impl Store {
     /// Opens the write connection. The collector keeps exactly one, owned by its
     /// writer thread; the admin CLI opens its own for one-off changes.
     pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?))
+        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?, None))
+    }
+
+    /// Opens the write connection for sustained ingestion: checkpoints run
+    /// on a thread of their own instead of inside its commits (see
+    /// [`checkpoint`]); the thread stops with the writer.
+    pub fn open_ingest_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
+        let conn = open_write_connection(&self.path, durability)?;
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+        let checkpointer = checkpoint::Checkpointer::start(&self.path, durability)?;
+        Ok(crate::write::Writer::new(conn, Some(checkpointer)))
     }
 
     /// Runs `f` on a pooled read-only connection. Blocking: call it off async threads.
@@ -74,12 +86,17 @@ fn open_write_connection(path: &Path, durability: Durability) -> Result<Connecti
     };
     conn.pragma_update(None, "synchronous", sync)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
+    // A WAL that grew during a burst is cut back once it has been checkpointed.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     // Other write connections (the outbox sender, the alerts job, the admin CLI)
     // hold the lock while they commit; on a disk busy with other work one fsync
     // can take seconds. Wait that out rather than failing an ingest with 503.
     conn.busy_timeout(WRITE_BUSY_TIMEOUT)?;
     // Keep more of the rollup and session B-trees in memory (negative = KiB).
     conn.pragma_update(None, "cache_size", -16_000)?;
+    // The writer runs about twenty statements per group: rusqlite's default
+    // cache of 16 would evict and parse some of them again on every group.
+    conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)
 }
 

@@ -4,7 +4,7 @@
 //! (site, session id) through a [`Tail`] over `session_index`; merged sessions
 //! stay in a two-generation cache of recently seen ones.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
@@ -49,7 +49,7 @@ pub(super) struct Sessions {
 
 impl Default for Sessions {
     fn default() -> Sessions {
-        Sessions { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX), young: HashMap::new(), old: HashMap::new() }
+        Sessions { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX), young: HashMap::default(), old: HashMap::default() }
     }
 }
 
@@ -124,7 +124,7 @@ impl Sessions {
 
     fn remember(&mut self, key: SessionKey, known: Known) {
         if self.young.len() >= RECENT_GENERATION && !self.young.contains_key(&key) {
-            self.old = std::mem::replace(&mut self.young, HashMap::with_capacity(RECENT_GENERATION));
+            self.old = std::mem::replace(&mut self.young, HashMap::with_capacity_and_hasher(RECENT_GENERATION, Default::default()));
         }
         self.young.insert(key, known);
     }

@@ -18,7 +18,9 @@
 //!
 //! Memory changes only after the transaction that wrote them commits.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::HashMap;
 
 use rusqlite::{params, Connection};
 
@@ -82,7 +84,7 @@ impl Marks {
 
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
-        Tail { tables, max, entries: HashMap::new(), slices: BTreeMap::new(), cursor: 0, commits: 0 }
+        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0 }
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {

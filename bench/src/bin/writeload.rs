@@ -3,7 +3,8 @@
 //! `bench/track.lua` sends, committed in groups of GROUP with
 //! `synchronous=FULL`, as the collector's writer thread does under wrk.
 //! Prints events/s and, steadier on a busy machine, the writer's CPU time
-//! and bytes written per event.
+//! and bytes written per event, and the CPU time of the whole process per
+//! event (the writer plus the checkpoint thread).
 //! Every event carries a random `event_id`, as the SDK sends.
 //! Usage: writeload DB EVENTS [GROUP]   (GROUP defaults to 48)
 
@@ -16,11 +17,12 @@ use analytics::store::Durability;
 use analytics::Store;
 use chrono::Utc;
 
-/// CPU time this thread has used (ns) and bytes it asked the kernel to write.
+/// CPU time this thread has used (ns) and bytes the process asked the kernel
+/// to write (the checkpoint thread's writes included).
 fn usage() -> anyhow::Result<(u64, u64)> {
     let sched = std::fs::read_to_string("/proc/thread-self/schedstat")?;
     let cpu = sched.split_whitespace().next().unwrap_or("0").parse()?;
-    let io = std::fs::read_to_string("/proc/thread-self/io")?;
+    let io = std::fs::read_to_string("/proc/self/io")?;
     let written = io
         .lines()
         .find_map(|l| l.strip_prefix("wchar: "))
@@ -30,13 +32,22 @@ fn usage() -> anyhow::Result<(u64, u64)> {
     Ok((cpu, written))
 }
 
+/// CPU time of the whole process (ns), from /proc/self/stat (clock ticks of 10 ms).
+fn process_cpu() -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |p| p.1).split_whitespace().collect();
+    let ticks = |i: usize| -> anyhow::Result<u64> { Ok(fields.get(i).ok_or_else(|| anyhow::anyhow!("short /proc/self/stat"))?.parse()?) };
+    // utime and stime: fields 14 and 15 of stat(5), 12 and 13 after the command name.
+    Ok((ticks(11)? + ticks(12)?) * 10_000_000)
+}
+
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: writeload DB EVENTS [GROUP]"))?;
     let total: usize = args.next().unwrap_or_else(|| "200000".into()).parse()?;
     let group_size: usize = args.next().unwrap_or_else(|| "48".into()).parse()?;
     let store = Store::open(&db)?;
-    let mut writer = store.open_writer(Durability::Full)?;
+    let mut writer = store.open_ingest_writer(Durability::Full)?;
     let now = Utc::now();
     let site = writer.run(|c| {
         let account = accounts::ensure_account(c, "bench", now)?;
@@ -46,6 +57,7 @@ fn main() -> anyhow::Result<()> {
     let types = [EventType::Pageview, EventType::Pageview, EventType::Pageview, EventType::AdblockDetected, EventType::WallDisplayed];
 
     let (cpu0, written0) = usage()?;
+    let process0 = process_cpu()?;
     let started = Instant::now();
     let mut made = 0usize;
     while made < total {
@@ -76,13 +88,18 @@ fn main() -> anyhow::Result<()> {
         made += n;
     }
     let secs = started.elapsed().as_secs_f64();
-    let (cpu1, written1) = usage()?;
+    let (cpu1, _) = usage()?;
+    // The checkpoint thread stops (after a last checkpoint) with the writer.
+    drop(writer);
+    let (_, written1) = usage()?;
+    let process1 = process_cpu()?;
     let per = |x: u64| x as f64 / total as f64;
     println!(
-        "WRITELOAD events={total} group={group_size} events_per_s={:.0} cpu_us_per_event={:.2} bytes_written_per_event={:.0}",
+        "WRITELOAD events={total} group={group_size} events_per_s={:.0} cpu_us_per_event={:.2} bytes_written_per_event={:.0} process_cpu_us_per_event={:.1}",
         total as f64 / secs,
         per(cpu1 - cpu0) / 1000.0,
-        per(written1 - written0)
+        per(written1 - written0),
+        per(process1 - process0) / 1000.0
     );
     Ok(())
 }

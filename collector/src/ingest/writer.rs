@@ -43,7 +43,7 @@ pub struct WriterThread {
 }
 
 pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
-    let writer = store.open_writer(durability)?;
+    let writer = store.open_ingest_writer(durability)?;
     let (tx, rx) = mpsc::channel(capacity);
     let thread_metrics = metrics.clone();
     let thread = std::thread::Builder::new()
