@@ -34,6 +34,34 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     Ok(deleted.values().sum::<i64>() as usize)
 }
 
+/// Deletes the sessions last seen before `before_ms` among the `window`
+/// sessions that follow `after` in arrival order, with their index entries.
+/// Only sessions already merged into `session_index` are looked at: the
+/// others live in the writer's memory. Returns how many went and the last
+/// `seq` looked at, to start the next window from (`None`: nothing follows).
+///
+/// A session's rollup contribution stays; its row only served to update that
+/// contribution when more of its events came, and none come after raw retention.
+pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window: usize) -> Result<(usize, Option<i64>)> {
+    let rows: Vec<(i64, i64, String, i64)> = conn
+        .prepare_cached(
+            "SELECT seq, site, session_id, last_seen FROM sessions
+             WHERE seq > ?1 AND seq <= (SELECT seq FROM session_index_low) ORDER BY seq LIMIT ?2",
+        )?
+        .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut unindex = conn.prepare_cached("DELETE FROM session_index WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
+    let mut n = 0;
+    for (seq, site, session_id, last_seen) in &rows {
+        if *last_seen < before_ms {
+            unindex.execute(params![session_id, site, seq])?;
+            n += delete.execute([seq])?;
+        }
+    }
+    Ok((n, rows.last().map(|r| r.0)))
+}
+
 /// Deletes up to `batch` rows of the hourly tables of `site` older than `before_hour`.
 pub fn purge_rollups(conn: &Connection, site: i64, before_hour: i64, batch: usize) -> Result<usize> {
     let mut n = conn.execute(
@@ -182,5 +210,63 @@ mod tests {
             })
             .unwrap();
         assert_eq!(rows, 0);
+    }
+
+    #[test]
+    fn sessions_last_seen_before_the_raw_retention_go_with_their_index_entries() {
+        let (_dir, store) = temp_store();
+        let mut w = store.open_writer(Durability::Normal).unwrap();
+        w.index_sessions_at_once();
+        let now = Utc::now();
+        let site = w
+            .run(|c| {
+                let a = accounts::ensure_account(c, "acme", now)?;
+                let new = sites::NewSite { account_id: a, name: "A", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
+                sites::create(c, &new, now)
+            })
+            .unwrap();
+        let event = |session: String, days: i64| NewEvent {
+            site_seq: site.seq,
+            session_id: session,
+            event_type: EventType::Pageview,
+            page_url: "https://a.test/".into(),
+            metadata: None,
+            device: Device::Desktop,
+            country: "FR".into(),
+            variant: None,
+            forced_variant: false,
+            client_event_id: None,
+            occurred_at: now - Duration::days(days),
+            received_at: now,
+        };
+        // Six sessions last seen 100 days ago, six yesterday, interleaved.
+        let events: Vec<NewEvent> = (0..12).map(|i| event(format!("s{i:02}"), if i % 2 == 0 { 100 } else { 1 })).collect();
+        let mut g = w.begin().unwrap();
+        g.ingest(&events).unwrap();
+        g.commit().unwrap();
+        // The next commit merges them into the index.
+        w.run(|_| Ok(())).unwrap();
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM session_index"), 12);
+
+        let cutoff = (now - Duration::days(90)).timestamp_millis();
+        let (mut after, mut purged, mut windows) = (0, 0, 0);
+        while let (n, Some(last)) = w.run(|c| purge_old_sessions(c, after, cutoff, 5)).unwrap() {
+            purged += n;
+            after = last;
+            windows += 1;
+        }
+        assert_eq!((purged, windows), (6, 3), "windows of 5 over 12 sessions");
+        assert_eq!(count("SELECT count(*) FROM sessions"), 6);
+        assert_eq!(count("SELECT count(*) FROM sessions WHERE session_id IN ('s01', 's03', 's05', 's07', 's09', 's11')"), 6);
+        assert_eq!(count("SELECT count(*) FROM session_index"), 6);
+        assert_eq!(count("SELECT count(*) FROM session_index i JOIN sessions s ON s.seq = i.seq AND s.session_id = i.session_id"), 6);
+
+        // A kept session is still found: its next event does not count it again.
+        let mut g = w.begin().unwrap();
+        g.ingest(&[event("s01".into(), 0)]).unwrap();
+        g.commit().unwrap();
+        assert_eq!(count("SELECT sum(sessions) FROM rollup_hourly"), 12);
+        assert_eq!(count("SELECT count(*) FROM sessions"), 6);
     }
 }

@@ -16,6 +16,7 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let rollup_cutoff = (now - Duration::days(i64::from(ctx.config.rollup_retention_days))).timestamp() / 3600;
 
     let raw = repeat(&ctx, move |c| retention::purge_raw_events(c, raw_cutoff, BATCH)).await?;
+    let sessions = purge_sessions(&ctx, raw_cutoff).await?;
     let mut rollups = 0;
     for site in ctx.read(retention::all_site_seqs).await? {
         rollups += repeat(&ctx, move |c| retention::purge_rollups(c, site, rollup_cutoff, BATCH)).await?;
@@ -26,10 +27,28 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         // One more call removes the emptied site row.
         repeat(&ctx, move |c| retention::purge_deleted_site(c, site, BATCH)).await?;
     }
-    if raw + rollups + deleted_sites > 0 {
-        tracing::info!(raw_events = raw, rollup_rows = rollups, deleted_site_rows = deleted_sites, "retention removed old data");
+    if raw + sessions + rollups + deleted_sites > 0 {
+        tracing::info!(raw_events = raw, sessions, rollup_rows = rollups, deleted_site_rows = deleted_sites, "retention removed old data");
     }
     Ok(())
+}
+
+/// Sessions last seen before the raw cutoff, a window of BATCH sessions (in
+/// arrival order) per write. Sessions arrive roughly in the order they are
+/// last seen, so the first window with nothing to delete ends the pass.
+async fn purge_sessions(ctx: &Ctx, before_ms: i64) -> anyhow::Result<usize> {
+    let (mut after, mut total) = (0, 0);
+    loop {
+        let step = move |c: &analytics::Connection| retention::purge_old_sessions(c, after, before_ms, BATCH);
+        match ctx.writer.maintain(step).await.map_err(|e| anyhow::anyhow!("{}", e.message))? {
+            (n @ 1.., Some(last)) => {
+                total += n;
+                after = last;
+            }
+            _ => return Ok(total),
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Calls `step` until it deletes fewer than a full batch; returns the total.
