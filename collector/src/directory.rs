@@ -26,6 +26,19 @@ impl<T: Clone> Entry<T> {
     fn fresh(&self) -> Option<T> {
         (self.at.elapsed() < TTL).then(|| self.value.clone())
     }
+
+    /// For an expired entry: the first caller gets `None` and reloads it;
+    /// until it has, the others get the old value. Without this every request
+    /// in flight when an entry expires reads the database, each on a blocking
+    /// thread with a read connection of its own.
+    fn claim(entry: Option<&mut Entry<T>>) -> Option<T> {
+        let entry = entry?;
+        if entry.at.elapsed() < TTL {
+            return Some(entry.value.clone());
+        }
+        entry.at = Instant::now();
+        None
+    }
 }
 
 #[derive(Default)]
@@ -58,6 +71,9 @@ impl Directory {
         if let Some(site) = read(&self.sites).get(&id).and_then(Entry::fresh) {
             return Ok(Some(site));
         }
+        if let Some(site) = Entry::claim(write(&self.sites).get_mut(&id)) {
+            return Ok(Some(site));
+        }
         let site = blocking(store, move |c| sites::get(c, id)).await?.map(Arc::new);
         match &site {
             Some(s) => write(&self.sites).insert(id, Entry { at: Instant::now(), value: s.clone() }),
@@ -72,6 +88,9 @@ impl Directory {
         if let Some(key) = read(&self.keys).get(&hash).and_then(Entry::fresh) {
             return Ok(Some(key));
         }
+        if let Some(key) = Entry::claim(write(&self.keys).get_mut(&hash)) {
+            return Ok(Some(key));
+        }
         let owned = secret.to_owned();
         let key = blocking(store, move |c| accounts::find_key_by_secret(c, &owned)).await?.map(Arc::new);
         match &key {
@@ -84,6 +103,9 @@ impl Directory {
     /// The domains of every live site.
     pub async fn domains(&self, store: &Arc<Store>) -> Result<Arc<Vec<String>>, ApiError> {
         if let Some(d) = read(&self.domains).as_ref().and_then(Entry::fresh) {
+            return Ok(d);
+        }
+        if let Some(d) = Entry::claim(write(&self.domains).as_mut()) {
             return Ok(d);
         }
         let domains = Arc::new(blocking(store, sites::all_domains).await?);
