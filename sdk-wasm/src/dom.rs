@@ -6,7 +6,6 @@ use alloc::string::String;
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
 
 use crate::detect::{bait, ElementProbe, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
@@ -144,7 +143,7 @@ async fn wait(until: Until) {
             let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
         }
     });
-    let _ = JsFuture::from(p).await;
+    let _ = crate::task::settle(p).await;
 }
 
 pub async fn sleep(ms: u32) {

@@ -10,9 +10,9 @@
 //! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
 //! the glue), so on wasm32 the crate is `no_std`: a panic is a trap (no
 //! formatting machinery), the allocator is a small free list, and all
-//! asynchronous work runs as one future type (`Task`) and all DOM events
-//! reach one closure (`on_event`), because each distinct future or closure
-//! type adds its own copy of the executor or bindings.
+//! asynchronous work runs as one future type (`Task`) on the SDK's own
+//! executor (`task`) and all DOM events reach one closure (`on_event`),
+//! because each distinct future or closure type adds its own bindings.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -23,6 +23,7 @@ mod detect;
 mod dom;
 mod error;
 mod session;
+mod task;
 mod transport;
 mod wall;
 
@@ -33,7 +34,6 @@ use core::cell::{Cell, Ref, RefCell, RefMut};
 use js_sys::{Function, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
 use web_sys::{Event, KeyboardEvent};
 
 use config::{Kind, Options, SiteConfig, Variant};
@@ -129,7 +129,7 @@ pub fn get_session_id() -> core::result::Result<String, JsError> {
 /// Shows the wall whatever the detection says; its events carry `debug: true`.
 #[wasm_bindgen(js_name = forceDisplay)]
 pub fn force_display() -> core::result::Result<(), JsError> {
-    sdk().map(|s| drop(s.spawn(Task::Force))).map_err(js_err)
+    sdk().map(|s| s.spawn(Task::Force)).map_err(js_err)
 }
 
 #[wasm_bindgen]
@@ -153,11 +153,11 @@ enum Task {
     Send(String),
 }
 
-async fn run(s: Rc<Sdk>, task: Task) -> core::result::Result<JsValue, JsValue> {
+async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     match task {
         Task::Start => {
             for body in transport::take_queue() {
-                drop(s.spawn(Task::Send(body)));
+                s.spawn(Task::Send(body));
             }
             dom::idle().await;
             drop(s.check());
@@ -166,7 +166,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> core::result::Result<JsValue, JsValue> {
             let v = s.detect().await;
             s.act(v, false);
             s.inflight.replace(None);
-            return Ok(verdict_object(v).into());
+            return verdict_object(v).into();
         }
         Task::Recheck => {
             let v = s.detect().await;
@@ -184,7 +184,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> core::result::Result<JsValue, JsValue> {
         }
         Task::Send(body) => transport::send(&s.endpoint, &body).await,
     }
-    Ok(JsValue::UNDEFINED)
+    JsValue::UNDEFINED
 }
 
 /// Every DOM event the SDK listens to: the page's `pagehide` and
@@ -279,7 +279,7 @@ impl Sdk {
         let doc = dom::document()?;
         dom::listen(&doc, "visibilitychange", sdk.listener(), false);
         sdk.emit("pageview", Object::new());
-        drop(sdk.spawn(Task::Start));
+        sdk.spawn(Task::Start);
         Ok(())
     }
 
@@ -287,8 +287,8 @@ impl Sdk {
         self.listener.as_ref().unchecked_ref()
     }
 
-    fn spawn(self: &Rc<Self>, task: Task) -> Promise {
-        future_to_promise(run(self.clone(), task))
+    fn spawn(self: &Rc<Self>, t: Task) {
+        task::spawn(run(self.clone(), t), None);
     }
 
     fn save_session(&self) {
@@ -315,7 +315,7 @@ impl Sdk {
             transport::event_body(&self.site_id, &s.id, event_type, &meta)
         };
         self.save_session();
-        drop(self.spawn(Task::Send(body)));
+        self.spawn(Task::Send(body));
     }
 
     async fn ensure_config(&self) {
@@ -343,7 +343,7 @@ impl Sdk {
         if let Some(p) = self.inflight.borrow().as_ref() {
             return p.clone();
         }
-        let p = self.spawn(Task::Check);
+        let p = task::spawn_promise(run(self.clone(), Task::Check));
         // The task starts from a microtask, so it cannot clear this before it is set.
         self.inflight.replace(Some(p.clone()));
         p
@@ -449,7 +449,7 @@ impl Sdk {
         if kind == Kind::Banner || (kind == Kind::Soft && delay == 0) {
             wall.reveal_dismiss();
         } else if kind == Kind::Soft {
-            drop(self.spawn(Task::Reveal(number, delay.saturating_mul(1000))));
+            self.spawn(Task::Reveal(number, delay.saturating_mul(1000)));
         }
         self.shown.replace(Some(Shown { wall, number, variant: name.clone(), forced, help_sent: Cell::new(false) }));
         if forced {
@@ -466,7 +466,7 @@ impl Sdk {
         match a {
             Action::Recheck => {
                 self.note(wall::CHECKING);
-                drop(self.spawn(Task::Recheck));
+                self.spawn(Task::Recheck);
             }
             Action::Help => {
                 let first = self.shown.borrow().as_ref().is_some_and(|s| s.wall.toggle_help() && !s.help_sent.replace(true));
@@ -512,7 +512,7 @@ impl Body {
         let response = transport::response(self.start()).await;
         // Whoever gets here first reads the body; the others wait for that read.
         let body = self.body.borrow_mut().get_or_insert_with(|| transport::json_of(response)).clone();
-        JsFuture::from(body).await.unwrap_or(JsValue::NULL)
+        task::settle(body).await.unwrap_or(JsValue::NULL)
     }
 }
 

@@ -13,7 +13,6 @@ use alloc::vec::Vec;
 use js_sys::{Array, Object, Promise, Reflect, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortSignal, Response};
 
 use crate::detect::{bait, request_probe, RequestProbe, REQUEST_TIMEOUT_MS};
@@ -79,7 +78,7 @@ fn fetch(url: &str, init: &Object) -> Option<Promise> {
 
 /// The `Response` of a request started by `fetch`, `None` when it failed.
 pub async fn response(request: Promise) -> Option<Response> {
-    let settled = JsFuture::from(request).await.ok()?;
+    let settled = crate::task::settle(request).await.ok()?;
     let first = Reflect::get(&settled, &JsValue::from_f64(0.0)).ok()?;
     let value = Reflect::get(&first, &JsValue::from_str("value")).ok()?;
     value.is_object().then(|| value.unchecked_into())
@@ -192,7 +191,7 @@ pub async fn finish_probe(probe: Option<Probe>, reachable: bool) -> RequestProbe
         None => RequestProbe::Blocked,
         Some(r) => {
             let text = match r.text() {
-                Ok(t) => JsFuture::from(t).await.ok().and_then(|t| t.as_string()),
+                Ok(t) => crate::task::settle(t).await.ok().and_then(|t| t.as_string()),
                 Err(_) => None,
             };
             text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &p.nonce))
