@@ -42,11 +42,20 @@ test('Settings → API → Generate API Key: shown once, works against the API, 
   await d.assertTabReaches(page, [page.getByLabel('Name', { exact: true }), page.getByRole('checkbox', { name: 'read' }), page.getByRole('button', { name: 'Generate API Key' })], 'keys');
 
   await page.getByLabel('Name', { exact: true }).fill('CI export');
-  await d.submit(page, page.getByRole('button', { name: 'Generate API Key' }), 201);
+  const keysBefore = (await api.get('/v1/keys')).body.keys.length;
+  await d.submit(page, page.getByRole('button', { name: 'Generate API Key' }));
+  assert.equal(new URL(page.url()).pathname, '/dashboard/settings/api', 'the form redirects to the keys page');
   await assert.doesNotReject(page.getByText('Copy it now: it is shown only once.').waitFor());
   const secret = await page.getByLabel('New API key', { exact: true }).inputValue();
   assert.match(secret, /^pst_/);
+  assert.ok(!page.url().includes(secret), 'the secret is not in the address');
   await d.checkPage(page, 'keys-created');
+
+  // Reloading the page creates no other key and does not show the secret again.
+  expectOk(await page.reload());
+  assert.equal(await page.getByText('Copy it now: it is shown only once.').count(), 0);
+  assert.ok(!(await page.content()).includes(secret), 'a reload does not show the secret again');
+  assert.equal((await api.get('/v1/keys')).body.keys.length, keysBefore + 1, 'a reload creates no other key');
 
   const sites = await d.apiGet(postern.url, secret, '/v1/sites');
   assert.equal(sites.status, 200, 'the new key reads the API');
@@ -74,6 +83,10 @@ test('Settings → API → Generate API Key: shown once, works against the API, 
   assert.equal(refused.body.error.code, 'UNAUTHENTICATED');
   d.clean(page);
 });
+
+function expectOk(response) {
+  assert.equal(response.status(), 200, `${response.url()} answered ${response.status()}`);
+}
 
 /** A real HTTP receiver on loopback that records every request. */
 async function startReceiver() {
@@ -108,7 +121,7 @@ test('integrations: a Slack-type webhook with chosen alerts and a signed custom 
   for (const box of await page.getByRole('checkbox').all()) await box.uncheck();
   await page.getByRole('checkbox', { name: 'ab_test_winner' }).check();
   await page.getByRole('checkbox', { name: 'no_data' }).check();
-  await d.submit(page, page.getByRole('button', { name: 'Add integration' }), 201);
+  await d.submit(page, page.getByRole('button', { name: 'Add integration' }));
   await assert.doesNotReject(page.getByRole('heading', { name: 'Integration “#growth” added' }).waitFor());
   const slack = page.locator('section').filter({ has: page.getByRole('heading', { level: 2, name: /^#growth/ }) });
   assert.equal(await slack.getByText('Receives:').locator('..').textContent(), 'Receives: ab_test_winner, no_data');
@@ -118,10 +131,13 @@ test('integrations: a Slack-type webhook with chosen alerts and a signed custom 
   await page.getByLabel('Kind', { exact: true }).selectOption('webhook');
   await page.getByLabel('Name', { exact: true }).fill('CRM');
   await page.getByLabel('Webhook URL (Slack-type or custom)', { exact: true }).fill(`${receiver.url}/postern-hook`);
-  await d.submit(page, page.getByRole('button', { name: 'Add integration' }), 201);
+  await d.submit(page, page.getByRole('button', { name: 'Add integration' }));
   const secret = await page.getByLabel('Signing secret', { exact: true }).inputValue();
   assert.ok(secret.length >= 16, `a signing secret is shown: ${secret}`);
   await d.checkPage(page, 'integrations-created');
+  expectOk(await page.reload());
+  assert.ok(!(await page.content()).includes(secret), 'a reload does not show the signing secret again');
+  assert.equal((await api.get(`/v1/sites/${site.id}/integrations`)).body.integrations.length, 2, 'a reload adds no other integration');
 
   await d.submit(page, page.getByRole('button', { name: 'Send a test to #growth' }));
   await d.submit(page, page.getByRole('button', { name: 'Send a test to CRM' }));

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{page, redirect, Form, Viewer};
+use super::{page, redirect, Flash, Form, Viewer};
 use crate::api::integrations::{mask_url, parse_email, parse_events, parse_url};
 use crate::delivery::{self, EVENTS};
 use crate::error::ApiError;
@@ -87,10 +87,16 @@ async fn render(
     page(status, "integrations.html", Some(viewer), ctx)
 }
 
-/// GET /dashboard/sites/:id/integrations
+/// GET /dashboard/sites/:id/integrations — with the integration just added
+/// (and a webhook's signing secret) once.
 pub async fn integrations_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
-    render(&ctx, &viewer, &id, StatusCode::OK, None, None).await
+    let site = site_of(&ctx, &viewer, &id).await?.id;
+    let created = match viewer.take_flash(|f| matches!(f, Flash::Integration { site: s, .. } if *s == site)) {
+        Some(Flash::Integration { name, secret, .. }) => Some(minijinja::context! { name => name, secret => secret }),
+        _ => None,
+    };
+    render(&ctx, &viewer, &id, StatusCode::OK, created, None).await
 }
 
 /// The new integration's kind, name, target and events, or why not.
@@ -112,7 +118,8 @@ fn parse(form: &Form) -> Result<(Kind, String, String, Vec<String>), ApiError> {
     Ok((kind, name, target, events))
 }
 
-/// POST /dashboard/sites/:id/integrations
+/// POST /dashboard/sites/:id/integrations — then 303 to the list, which
+/// shows the signing secret once.
 pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
     let form = form?;
@@ -131,8 +138,9 @@ pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, Ap
         .writer
         .apply(move |c| integrations::create(c, &NewIntegration { site: seq, kind, name: &name, target: &target, events: &events }, Utc::now()))
         .await?;
-    let created = minijinja::context! { name => new.name, secret => new.secret };
-    render(&ctx, &viewer, &id, StatusCode::CREATED, Some(created), None).await
+    let site_id = site.id;
+    viewer.flash(Flash::Integration { site: site_id, name: new.name, secret: new.secret });
+    Ok(redirect(&format!("/dashboard/sites/{site_id}/integrations#created-title")))
 }
 
 async fn live_integration(ctx: &Ctx, viewer: &Viewer, id: &str, iid: &str) -> Result<(analytics::model::Site, Integration), ApiError> {

@@ -8,7 +8,7 @@ use http::StatusCode;
 use uuid::Uuid;
 use warp::reply::Response;
 
-use super::{page, redirect, Form, Viewer};
+use super::{page, redirect, Flash, Form, Viewer};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
@@ -41,14 +41,20 @@ async fn render(
     page(status, "keys.html", Some(viewer), ctx)
 }
 
-/// GET /dashboard/settings/api
+/// GET /dashboard/settings/api — with the new key's secret once, right after
+/// Generate API Key.
 pub async fn keys_page(ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
-    render(&ctx, &viewer, StatusCode::OK, None, None).await
+    let created = match viewer.take_flash(|f| matches!(f, Flash::Key { .. })) {
+        Some(Flash::Key { name, secret }) => Some(minijinja::context! { secret => secret, name => name }),
+        _ => None,
+    };
+    render(&ctx, &viewer, StatusCode::OK, created, None).await
 }
 
-/// POST /dashboard/settings/api/keys — Generate API Key. The secret is in
-/// this one answer only (never cached), then only its prefix is ever shown.
+/// POST /dashboard/settings/api/keys — Generate API Key, then 303 to the keys
+/// page, which shows the secret once (a reload shows it no more and creates
+/// no other key); after that only its prefix is ever shown.
 pub async fn keys_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
     let form = form?;
@@ -65,8 +71,8 @@ pub async fn keys_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resul
     };
     let account = viewer.account_id();
     let new = ctx.writer.apply(move |c| accounts::create_key(c, account, &name, &scopes, Utc::now())).await?;
-    let created = minijinja::context! { secret => new.secret, name => new.key.name };
-    render(&ctx, &viewer, StatusCode::CREATED, Some(created), None).await
+    viewer.flash(Flash::Key { name: new.key.name, secret: new.secret });
+    Ok(redirect("/dashboard/settings/api#created-title"))
 }
 
 /// POST /dashboard/settings/api/keys/:id/revoke

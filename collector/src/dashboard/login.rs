@@ -107,7 +107,7 @@ fn login_form(status: StatusCode, headers: &HeaderMap, token: &str, email: &str,
 /// GET /dashboard/login
 pub async fn login_page(ctx: Ctx, session: Option<String>, headers: HeaderMap, q: Query) -> Result<Response, ApiError> {
     let next = safe_next(q.get("next")).to_owned();
-    if super::viewer(ctx, session).await.is_ok() {
+    if super::session(ctx, session).await.is_ok() {
         return Ok(redirect(&next));
     }
     login_form(StatusCode::OK, &headers, &web_sessions::random_token(), "", &next, None)

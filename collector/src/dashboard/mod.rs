@@ -10,6 +10,7 @@
 
 mod chart;
 mod exports;
+mod flash;
 mod integrations;
 mod keys;
 mod login;
@@ -39,6 +40,7 @@ use warp::{Filter, Reply};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
+use flash::{Flash, Flashes};
 pub use login::LoginThrottle;
 
 /// The cookie that carries the session token.
@@ -52,6 +54,7 @@ pub use crate::gateway::ClientAddr;
 #[derive(Debug, Clone)]
 pub struct Viewer {
     session: WebSession,
+    flashes: Arc<Flashes>,
 }
 
 impl Viewer {
@@ -79,6 +82,16 @@ impl Viewer {
         } else {
             Err(csrf_refused())
         }
+    }
+
+    /// Keeps a one-time message for the page this form redirects to.
+    fn flash(&self, f: Flash) {
+        self.flashes.put(&self.session.csrf_token, f);
+    }
+
+    /// This session's one-time message, if `wanted` says this page shows it.
+    fn take_flash(&self, wanted: impl Fn(&Flash) -> bool) -> Option<Flash> {
+        self.flashes.take(&self.session.csrf_token, wanted)
     }
 
     /// What every page's layout needs to know about the viewer.
@@ -137,9 +150,13 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         let throttle = throttle.clone();
         warp::any().map(move || throttle.clone())
     };
+    let flashes = Arc::new(Flashes::default());
     let v = {
         let c = c.clone();
-        move || c().and(warp::cookie::optional::<String>(SESSION_COOKIE)).then(viewer)
+        move || {
+            let flashes = flashes.clone();
+            c().and(warp::cookie::optional::<String>(SESSION_COOKIE)).then(move |ctx, token| viewer(ctx, token, flashes.clone()))
+        }
     };
 
     let auth = path!("dashboard" / "login")
@@ -336,11 +353,15 @@ fn query() -> impl Filter<Extract = (crate::api::Query,), Error = Infallible> + 
 
 /// The session behind the cookie; without one the request is unauthenticated
 /// and its page sends the browser to the login form.
-async fn viewer(ctx: Ctx, token: Option<String>) -> Result<Viewer, ApiError> {
+async fn viewer(ctx: Ctx, token: Option<String>, flashes: Arc<Flashes>) -> Result<Viewer, ApiError> {
+    Ok(Viewer { session: session(ctx, token).await?, flashes })
+}
+
+/// The live session behind the cookie's token.
+async fn session(ctx: Ctx, token: Option<String>) -> Result<WebSession, ApiError> {
     let sign_in = || ApiError::unauthenticated("required", "please sign in");
     let token = token.filter(|t| !t.is_empty() && t.len() <= 128).ok_or_else(sign_in)?;
-    let session = ctx.read(move |c| web_sessions::find(c, &token, Utc::now())).await?.ok_or_else(sign_in)?;
-    Ok(Viewer { session })
+    ctx.read(move |c| web_sessions::find(c, &token, Utc::now())).await?.ok_or_else(sign_in)
 }
 
 /// Renders a page with the layout's viewer block filled in.

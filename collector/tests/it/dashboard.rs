@@ -103,6 +103,13 @@ pub(crate) fn csrf(page: &Answer) -> String {
     page.text[start..].split('"').next().unwrap().to_owned()
 }
 
+/// The one-time secret in the read-only field with this id, if the page shows one.
+pub(crate) fn shown_secret(page: &Answer, field_id: &str) -> Option<String> {
+    let marker = format!("id=\"{field_id}\" class=\"secret\" readonly value=\"");
+    let start = page.text.find(&marker)? + marker.len();
+    Some(page.text[start..].split('"').next().unwrap().to_owned())
+}
+
 /// The text of the element carrying `data-metric="name"`.
 #[track_caller]
 fn metric(page: &Answer, name: &str) -> String {
@@ -315,11 +322,11 @@ fn a_generated_key_works_against_the_api_until_revoked() {
 
     let token = b.token("/dashboard/settings/api");
     let a = b.post("/dashboard/settings/api/keys", &[("csrf", &token), ("name", "Reporting"), ("scopes", "read")]);
-    assert_eq!(a.status, 201, "{}", a.text);
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some("/dashboard/settings/api#created-title")), "{}", a.text);
+    let a = b.get("/dashboard/settings/api");
+    a.expect(200);
     assert_eq!(a.header("cache-control"), Some("no-store"), "the secret must not be cached");
-    let marker = "id=\"new-key\" class=\"secret\" readonly value=\"";
-    let start = a.text.find(marker).expect("the new key is shown") + marker.len();
-    let secret = a.text[start..].split('"').next().unwrap().to_owned();
+    let secret = shown_secret(&a, "new-key").expect("the new key is shown");
     assert!(secret.starts_with("pst_") && secret.len() > 20, "{secret}");
 
     let sites = app.get_as(&secret, "/v1/sites");
@@ -691,14 +698,14 @@ fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
     assert!(a.text.contains("events must be a non-empty list"));
 
     let a = b.post(&path, &[("csrf", &token), ("kind", "webhook"), ("name", "Ops"), ("url", &hook.url), ("events", "daily_report"), ("events", "no_data")]);
-    assert_eq!(a.status, 201, "{}", a.text);
-    let marker = "id=\"new-secret\" class=\"secret\" readonly value=\"";
-    let start = a.text.find(marker).expect("the signing secret is shown once") + marker.len();
-    let secret = a.text[start..].split('"').next().unwrap().to_owned();
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some(format!("{path}#created-title").as_str())), "{}", a.text);
+    let secret = shown_secret(&b.get(&path), "new-secret").expect("the signing secret is shown once");
     assert!(secret.starts_with("whsec_"), "{secret}");
     let slack = "https://hooks.slack.example/services/T000/B000/SECRETTOKEN";
     let a = b.post(&path, &[("csrf", &token), ("kind", "slack"), ("name", "Growth"), ("url", slack), ("events", "ab_test_winner")]);
-    assert_eq!(a.status, 201);
+    assert_eq!(a.status, 303);
+    let a = b.get(&path);
+    assert!(a.text.contains("Integration “Growth” added") && shown_secret(&a, "new-secret").is_none(), "a Slack-type webhook has no secret");
 
     let listed = app.get(&format!("/v1/sites/{site}/integrations")).body;
     let list = listed["integrations"].as_array().unwrap();
@@ -748,4 +755,74 @@ fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
     assert_eq!(a.status, 303);
     assert_eq!(app.get(&format!("/v1/sites/{site}/integrations")).body["integrations"].as_array().unwrap().len(), 1);
     assert_eq!(b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]).status, 404, "a deleted integration is gone");
+}
+
+#[test]
+fn reloading_the_page_a_form_leads_to_creates_nothing_and_shows_a_secret_once() {
+    let app = TestApp::spawn();
+    create_user(&app, "ann@example.com", "admin");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let other = id(&app.create_site("other.example.com", "UTC"));
+    let hook = HttpReceiver::start(&[]);
+    let mut b = Browser::new(&app);
+    b.login("ann@example.com");
+    let mut second = Browser::new(&app);
+    second.login("ann@example.com");
+    let count = |path: &str, field: &str| app.get(path).body[field].as_array().unwrap().len();
+
+    // Generate API Key: POST → 303 → GET; the secret on that page only, in this session only.
+    let keys = count("/v1/keys", "keys");
+    let token = b.token("/dashboard/settings/api");
+    let a = b.post("/dashboard/settings/api/keys", &[("csrf", &token), ("name", "Reload"), ("scopes", "read")]);
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some("/dashboard/settings/api#created-title")));
+    assert!(!a.text.contains("pst_"));
+    assert!(shown_secret(&second.get("/dashboard/settings/api"), "new-key").is_none(), "another session of the same user sees no secret");
+    let secret = shown_secret(&b.get("/dashboard/settings/api"), "new-key").expect("the secret is shown after the redirect");
+    let reload = b.get("/dashboard/settings/api");
+    reload.expect(200);
+    assert!(!reload.text.contains(&secret) && shown_secret(&reload, "new-key").is_none(), "a reload does not show the secret again");
+    assert_eq!(count("/v1/keys", "keys"), keys + 1, "one key, however often the page is reloaded");
+    app.get_as(&secret, "/v1/sites").expect(200);
+
+    // Adding a signed webhook: the same, and the secret belongs to its site's page.
+    let path = format!("/dashboard/sites/{site}/integrations");
+    let token = b.token(&path);
+    let a = b.post(&path, &[("csrf", &token), ("kind", "webhook"), ("name", "CRM"), ("url", &hook.url), ("events", "no_data")]);
+    assert_eq!((a.status.as_u16(), a.header("location")), (303, Some(format!("{path}#created-title").as_str())));
+    let elsewhere = b.get(&format!("/dashboard/sites/{other}/integrations"));
+    assert!(shown_secret(&elsewhere, "new-secret").is_none() && !elsewhere.text.contains("added"), "another site's page does not take it");
+    let page = b.get(&path);
+    assert!(page.text.contains("Integration “CRM” added"));
+    let whsec = shown_secret(&page, "new-secret").expect("the signing secret is shown after the redirect");
+    let reload = b.get(&path);
+    assert!(!reload.text.contains(&whsec) && !reload.text.contains("Integration “CRM” added"), "shown once");
+    assert_eq!(count(&format!("/v1/sites/{site}/integrations"), "integrations"), 1);
+
+    // Creating a site, a report and "send now" already answer 303 to a page a reload only reads.
+    let sites = count("/v1/sites", "sites");
+    let a = b.post("/dashboard/sites", &[("csrf", &token), ("name", "Third"), ("domain", "third.example.com"), ("timezone", "UTC")]);
+    assert_eq!(a.status, 303);
+    let location = a.header("location").unwrap().to_owned();
+    b.get(&location).expect(200);
+    b.get(&location).expect(200);
+    assert_eq!(count("/v1/sites", "sites"), sites + 1);
+    let reports = format!("/dashboard/sites/{site}/reports");
+    let a = b.post(&reports, &[("csrf", &token), ("name", "Daily"), ("type", "daily"), ("enabled", "on"), ("time", "07:00"), ("channels", "webhook"), ("format", "json")]);
+    assert_eq!(a.status, 303, "{}", a.text);
+    let location = a.header("location").unwrap().to_owned();
+    b.get(&location).expect(200);
+    b.get(&location).expect(200);
+    let listed = app.get(&format!("/v1/sites/{site}/reports")).body;
+    assert_eq!(listed["reports"].as_array().unwrap().len(), 1);
+    let rid = listed["reports"][0]["id"].as_str().unwrap().to_owned();
+    let a = b.post(&format!("{reports}/{rid}/send"), &[("csrf", &token)]);
+    assert_eq!(a.status, 303);
+    let location = a.header("location").unwrap().to_owned();
+    b.get(&location).expect(200);
+    b.get(&location).expect(200);
+    let runs = app.get(&format!("/v1/sites/{site}/reports/{rid}/runs")).body;
+    assert_eq!(runs["total"], 1, "one run: {runs}");
+
+    let logs = app.logs();
+    assert!(!logs.contains(&secret) && !logs.contains(&whsec), "secrets are never logged");
 }
