@@ -139,8 +139,15 @@ test('integrations: a Slack-type webhook with chosen alerts and a signed custom 
   assert.ok(!(await page.content()).includes(secret), 'a reload does not show the signing secret again');
   assert.equal((await api.get(`/v1/sites/${site.id}/integrations`)).body.integrations.length, 2, 'a reload adds no other integration');
 
-  await d.submit(page, page.getByRole('button', { name: 'Send a test to #growth' }));
-  await d.submit(page, page.getByRole('button', { name: 'Send a test to CRM' }));
+  // "Send a test" goes back to the log with the outcome: no reload needed.
+  const logRow = (name) => page.locator('section').filter({ has: page.getByRole('heading', { level: 2, name: new RegExp(`^${name}`) }) })
+    .locator('table.deliveries tbody tr').first();
+  for (const name of ['#growth', 'CRM']) {
+    await d.submit(page, page.getByRole('button', { name: `Send a test to ${name}` }));
+    const texts = (await logRow(name).locator('td').allTextContents()).map((s) => s.trim());
+    assert.deepEqual(texts.slice(1, 4), ['test', 'delivered', '1'], `${name}: the log shows the outcome at once`);
+    assert.match(texts[4], /^HTTP 200 in \d+ ms$/);
+  }
   assert.ok(!(await page.content()).includes(secret), 'the signing secret is not shown again');
 
   const hook = await h.eventually(() => receiver.requests.find((r) => r.path === '/postern-hook'), { timeout: 30000 });

@@ -5,6 +5,8 @@
 use analytics::integrations::{self, Integration, Kind, NewIntegration};
 use analytics::model::iso;
 use analytics::outbox::{self, Delivery};
+use std::time::{Duration, Instant};
+
 use chrono::Utc;
 use http::StatusCode;
 use serde_json::Value as Json;
@@ -21,6 +23,11 @@ use crate::state::Ctx;
 const MAX_NAME_LEN: usize = 100;
 /// Deliveries shown in each integration's log.
 const LOG_LENGTH: usize = 10;
+/// How long "Send a test" waits for the outbox worker's first attempt, so the
+/// page it goes back to shows the outcome; past this the log says it is queued.
+const TEST_WAIT: Duration = Duration::from_secs(5);
+/// How often the outbox is read while waiting.
+const TEST_POLL: Duration = Duration::from_millis(100);
 
 fn delivery_view(d: &Delivery) -> minijinja::Value {
     let last = d.attempts.last();
@@ -28,6 +35,8 @@ fn delivery_view(d: &Delivery) -> minijinja::Value {
         id => d.id.to_string(),
         event => d.event,
         state => d.state,
+        // Pending after an attempt: it failed and the worker tries again later.
+        retrying => d.state == "pending" && !d.attempts.is_empty(),
         created_at => iso(d.created_at),
         attempts => d.attempts.len(),
         status => last.and_then(|a| a.status),
@@ -50,6 +59,8 @@ fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
         signed => i.secret.is_some(),
         created_at => iso(i.created_at),
         deliveries => log.iter().map(delivery_view).collect::<Vec<_>>(),
+        // Something not tried yet: the page says so and how to see the outcome.
+        queued => log.iter().any(|d| d.state == "pending" && d.attempts.is_empty()),
     }
 }
 
@@ -152,7 +163,9 @@ async fn live_integration(ctx: &Ctx, viewer: &Viewer, id: &str, iid: &str) -> Re
     Ok((site, integration))
 }
 
-/// POST /dashboard/sites/:id/integrations/:iid/test
+/// POST /dashboard/sites/:id/integrations/:iid/test — queues a test message
+/// and waits (a few seconds at most) for its first attempt before going back
+/// to the log, so the log shows whether it arrived.
 pub async fn integrations_test(
     id: String,
     iid: String,
@@ -164,9 +177,19 @@ pub async fn integrations_test(
     viewer.check_csrf(&form?)?;
     viewer.require_admin()?;
     let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
-    let site_id = site.id;
-    let anchor = integration.id;
-    ctx.writer.apply(move |c| delivery::enqueue_test(c, site_id, &integration)).await?;
+    let (site_id, site_seq) = (site.id, site.seq);
+    let (anchor, iseq) = (integration.id, integration.seq);
+    let delivery = ctx.writer.apply(move |c| delivery::enqueue_test(c, site_id, &integration)).await?;
+    let deadline = Instant::now() + TEST_WAIT;
+    loop {
+        let attempted = ctx
+            .read(move |c| Ok(outbox::list(c, site_seq, Some(iseq), LOG_LENGTH)?.iter().any(|d| d.id == delivery && !d.attempts.is_empty())))
+            .await?;
+        if attempted || Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(TEST_POLL).await;
+    }
     Ok(redirect(&format!("/dashboard/sites/{site_id}/integrations#integration-{anchor}")))
 }
 

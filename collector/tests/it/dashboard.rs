@@ -757,6 +757,16 @@ fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
     assert_eq!(b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]).status, 404, "a deleted integration is gone");
 }
 
+/// The delivery-log rows (as cell texts) of one integration's section.
+fn log_rows(page: &Answer, iid: &str) -> Vec<Vec<String>> {
+    let section = page.text.split(&format!("id=\"integration-{iid}\"")).nth(1).unwrap_or_else(|| panic!("no integration {iid}"));
+    let section = section.split("</section>").next().unwrap();
+    match section.split("<table class=\"deliveries\">").nth(1) {
+        None => Vec::new(),
+        Some(t) => t.split("<tbody>").nth(1).unwrap().split("</tbody>").next().unwrap().split("<tr").skip(1).map(cells).collect(),
+    }
+}
+
 #[test]
 fn reloading_the_page_a_form_leads_to_creates_nothing_and_shows_a_secret_once() {
     let app = TestApp::spawn();
@@ -825,4 +835,53 @@ fn reloading_the_page_a_form_leads_to_creates_nothing_and_shows_a_secret_once() 
 
     let logs = app.logs();
     assert!(!logs.contains(&secret) && !logs.contains(&whsec), "secrets are never logged");
+}
+
+#[test]
+fn send_a_test_goes_back_to_a_log_that_shows_the_outcome() {
+    let app = TestApp::spawn();
+    create_user(&app, "ann@example.com", "admin");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let path = format!("/dashboard/sites/{site}/integrations");
+    let mut b = Browser::new(&app);
+    b.login("ann@example.com");
+    let token = b.token(&path);
+    let add = |b: &mut Browser, name: &str, url: &str| {
+        let a = b.post(&path, &[("csrf", &token), ("kind", "slack"), ("name", name), ("url", url), ("events", "no_data")]);
+        assert_eq!(a.status, 303, "{}", a.text);
+        let listed = app.get(&format!("/v1/sites/{site}/integrations")).body;
+        listed["integrations"].as_array().unwrap().iter().find(|i| i["name"] == name).unwrap()["id"].as_str().unwrap().to_owned()
+    };
+    let (ok, gone, busy) = (HttpReceiver::start(&[200]), HttpReceiver::start(&[404]), HttpReceiver::start(&[503]));
+    let ok_id = add(&mut b, "Works", &ok.url);
+    let gone_id = add(&mut b, "Gone", &gone.url);
+    let busy_id = add(&mut b, "Busy", &busy.url);
+
+    for (iid, state, answer) in [(&ok_id, "delivered", "HTTP 200"), (&gone_id, "failed", "HTTP 404"), (&busy_id, "pending (will retry)", "HTTP 503")] {
+        let a = b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]);
+        assert_eq!((a.status.as_u16(), a.header("location")), (303, Some(format!("{path}#integration-{iid}").as_str())));
+        // One GET, as the browser follows the redirect: no reload.
+        let page = b.get(a.header("location").unwrap());
+        let rows = log_rows(&page, iid);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0][1..4], ["test".to_owned(), state.to_owned(), "1".to_owned()], "{rows:?}");
+        assert!(rows[0][4].starts_with(&format!("{answer} in ")), "{rows:?}");
+        if state != "delivered" {
+            assert!(rows[0][5].starts_with("the receiver answered"), "the failure is shown: {rows:?}");
+        }
+        assert!(!page.text.contains("Not sent yet"), "nothing is left queued");
+    }
+    assert_eq!((ok.received().len(), gone.received().len(), busy.received().len()), (1, 1, 1));
+
+    // A receiver slower than the wait: the log says the test is not sent yet and how to see it.
+    let slow = HttpReceiver::start_with(&[200], crate::receivers::Options { held: true, ..Default::default() });
+    let slow_id = add(&mut b, "Slow", &slow.url);
+    let a = b.post(&format!("{path}/{slow_id}/test"), &[("csrf", &token)]);
+    assert_eq!(a.status, 303);
+    let page = b.get(a.header("location").unwrap());
+    assert_eq!(log_rows(&page, &slow_id)[0][2], "pending");
+    let section = page.text.split(&format!("id=\"integration-{slow_id}\"")).nth(1).unwrap().split("</section>").next().unwrap();
+    assert!(section.contains("Not sent yet") && section.contains(&format!("href=\"{path}#integration-{slow_id}\"")), "{section}");
+    slow.release();
+    slow.wait_for(1, Duration::from_secs(30));
 }
