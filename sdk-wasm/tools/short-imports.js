@@ -1,11 +1,14 @@
-// Gives the wasm's imports from its glue short names, in both files:
+// Gives the wasm's imports and exports short names, in both the wasm and its glue:
 //   node short-imports.js postern_sdk_bg.wasm postern_sdk.js
 // wasm-bindgen names each import `__wbg_<method>_<16 hex digits>` in the
 // module "./postern_sdk_bg.js"; with a hundred imports those names (which
 // gzip cannot shrink: the hashes are random) weigh ~2 KB gzip across the two
 // files, as much as the wall's CSS. Like a minifier's property mangling, the
-// new names are `a`, `b`, … in import order. scripts/build-sdk runs it on the
-// files the collector serves; the npm package keeps wasm-bindgen's names.
+// new names are `a`, `b`, … in import order. The exports (the API, the
+// closure shims `wasm_bindgen__convert__closures_____invoke__<hash>`, the
+// allocator) are only read by the glue as `wasm.<name>`: they become `A`,
+// `B`, … the same way. scripts/build-sdk runs it on the files the collector
+// serves; the npm package keeps wasm-bindgen's names.
 'use strict';
 
 const fs = require('node:fs');
@@ -73,6 +76,35 @@ if (!moduleName) throw new Error('the glue does not name its import module as ex
 const MODULE = moduleName[1];
 const NEW_MODULE = 'w';
 
+/** The export section with every export renamed, and the glue's `wasm.<name>` with it. */
+function exportSection(start, end) {
+  let [count, p] = readLeb(wasm, start);
+  const body = [];
+  for (let i = 0; i < count; i++) {
+    let len;
+    [len, p] = readLeb(wasm, p);
+    const field = wasm.toString('utf8', p, p + len);
+    p += len;
+    // An export is its kind (one byte) and an index.
+    const kind = wasm[p];
+    const descEnd = readLeb(wasm, p + 1)[1];
+    const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
+    if (uses.test(glue)) {
+      const short = shortName(body.length / 2);
+      glue = glue.replace(uses, `wasm.${short}`);
+      body.push(name(short), wasm.subarray(p, descEnd));
+    } else if (kind !== 3) {
+      throw new Error(`the glue never reads the export ${field}`);
+    }
+    // A global the glue never reads (wasm-bindgen's `__abort_handler`,
+    // `__instance_terminated`) is left out: nothing else sees the exports.
+    p = descEnd;
+  }
+  if (p !== end) throw new Error('the export section did not parse');
+  const section = Buffer.concat([leb(body.length / 2), ...body]);
+  return Buffer.concat([Buffer.from([7]), leb(section.length), section]);
+}
+
 const out = [wasm.subarray(0, 8)];
 let pos = 8;
 let renamed = 0;
@@ -80,6 +112,11 @@ while (pos < wasm.length) {
   const id = wasm[pos];
   const [size, start] = readLeb(wasm, pos + 1);
   const end = start + size;
+  if (id === 7) {
+    out.push(exportSection(start, end));
+    pos = end;
+    continue;
+  }
   if (id !== 2) {
     out.push(wasm.subarray(pos, end));
     pos = end;
@@ -117,4 +154,4 @@ while (pos < wasm.length) {
 glue = glue.replace(moduleName[0], `\n        ${NEW_MODULE}: import0,\n`);
 fs.writeFileSync(wasmPath, Buffer.concat(out));
 fs.writeFileSync(gluePath, glue);
-console.error(`short-imports: ${renamed} imports renamed`);
+console.error(`short-imports: ${renamed} imports and the exports renamed`);
