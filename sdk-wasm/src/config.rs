@@ -4,13 +4,14 @@
 //!
 //! Both are read from JS objects field by field with `Reflect`: serde's
 //! deserializers (and the float formatting of their error messages) would
-//! triple the size of the wasm.
+//! triple the size of the wasm. The site config stays a JS object.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use js_sys::{Array, Reflect};
-use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen::JsValue;
+
+use crate::js::{at, get};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -22,9 +23,6 @@ pub struct Options {
     pub debug: bool,
 }
 
-fn get(o: &JsValue, key: &str) -> JsValue {
-    Reflect::get(o, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
-}
 
 fn string(o: &JsValue, key: &str) -> Option<String> {
     get(o, key).as_string()
@@ -67,31 +65,6 @@ impl Kind {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Variant {
-    pub name: String,
-    pub weight: f64,
-    pub title: Option<String>,
-    pub body: Option<String>,
-    /// A per-variant kind overrides the site's.
-    pub kind: Option<Kind>,
-    /// The alternative offered beside allow-listing (subscribe, contribute).
-    pub subscribe_url: Option<String>,
-    pub subscribe_text: Option<String>,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Wall {
-    pub kind: Kind,
-    pub dismiss_after_seconds: Option<u32>,
-    pub variants: Vec<Variant>,
-    /// Path prefixes where no wall is shown (detection and events still run).
-    pub excluded_paths: Vec<String>,
-    pub subscribe_url: Option<String>,
-    pub subscribe_text: Option<String>,
-    pub colors: Colors,
-}
-
 /// The wall's colours (`wall.colors`), each `#rrggbb` or absent: anything
 /// else would be pasted into CSS, so it falls back to the default.
 #[derive(Debug, Clone, Default)]
@@ -105,81 +78,104 @@ pub fn is_hex_color(c: &str) -> bool {
     c.len() == 7 && c.starts_with("#") && c.bytes().skip(1).all(|b| b.is_ascii_hexdigit())
 }
 
-#[derive(Debug, Clone)]
-pub struct SiteConfig {
-    pub active: bool,
-    pub wall: Wall,
+/// The config endpoint's answer, kept as the JS object it arrives as: each
+/// field is read when the wall needs it, and what is missing or mistyped
+/// takes its default. Building Rust structs from it (and dropping them) cost
+/// more code than reading the few fields a wall uses.
+pub struct SiteConfig(pub JsValue);
+
+/// A variant of the wall (`wall.variants[i]`) that has a name.
+pub struct Variant {
+    pub name: String,
+    pub js: JsValue,
 }
 
-fn array(o: &JsValue, key: &str) -> Vec<JsValue> {
-    get(o, key).dyn_into::<Array>().map(|a| a.iter().collect()).unwrap_or_default()
+impl Variant {
+    pub fn text(&self, key: &str) -> Option<String> {
+        string(&self.js, key)
+    }
+
+    /// A per-variant kind overrides the site's.
+    pub fn kind(&self) -> Option<Kind> {
+        string(&self.js, "kind").and_then(|k| Kind::parse(&k))
+    }
 }
 
 impl SiteConfig {
-    /// The config endpoint's answer; what is missing or mistyped takes its default.
-    pub fn from_js(o: &JsValue) -> SiteConfig {
-        let w = get(o, "wall");
-        let c = get(&w, "colors");
+    pub fn active(&self) -> bool {
+        get(&self.0, "active").as_bool().unwrap_or(true)
+    }
+
+    fn wall(&self) -> JsValue {
+        get(&self.0, "wall")
+    }
+
+    pub fn kind(&self) -> Kind {
+        string(&self.wall(), "kind").and_then(|k| Kind::parse(&k)).unwrap_or_default()
+    }
+
+    /// Seconds before a soft wall may be dismissed.
+    pub fn dismiss_after(&self) -> u32 {
+        get(&self.wall(), "dismiss_after_seconds").as_f64().filter(|s| *s >= 0.0).map_or(DEFAULT_DISMISS_AFTER, |s| s as u32)
+    }
+
+    /// The site-wide alternative link (`subscribe_url`, `subscribe_text`).
+    pub fn text(&self, key: &str) -> Option<String> {
+        string(&self.wall(), key)
+    }
+
+    pub fn colors(&self) -> Colors {
+        let c = get(&self.wall(), "colors");
         let color = |k| string(&c, k).filter(|s| is_hex_color(s));
-        let variants = array(&w, "variants")
-            .iter()
-            .filter_map(|v| {
-                Some(Variant {
-                    name: string(v, "name").filter(|n| !n.is_empty())?,
-                    weight: get(v, "weight").as_f64().unwrap_or(1.0),
-                    title: string(v, "title"),
-                    body: string(v, "body"),
-                    kind: string(v, "kind").and_then(|k| Kind::parse(&k)),
-                    subscribe_url: string(v, "subscribe_url"),
-                    subscribe_text: string(v, "subscribe_text"),
-                })
-            })
-            .collect();
-        SiteConfig {
-            active: get(o, "active").as_bool().unwrap_or(true),
-            wall: Wall {
-                kind: string(&w, "kind").and_then(|k| Kind::parse(&k)).unwrap_or_default(),
-                dismiss_after_seconds: get(&w, "dismiss_after_seconds").as_f64().filter(|s| *s >= 0.0).map(|s| s as u32),
-                variants,
-                excluded_paths: array(&w, "excluded_paths").iter().filter_map(JsValue::as_string).collect(),
-                subscribe_url: string(&w, "subscribe_url"),
-                subscribe_text: string(&w, "subscribe_text"),
-                colors: Colors { background: color("background"), text: color("text"), accent: color("accent") },
-            },
-        }
+        Colors { background: color("background"), text: color("text"), accent: color("accent") }
+    }
+
+    /// Path prefixes where no wall is shown (detection and events still run).
+    pub fn excludes(&self, path: &str) -> bool {
+        let list = get(&self.wall(), "excluded_paths");
+        (0..).map(|i| at(&list, i)).take_while(|p| !p.is_undefined()).any(|p| p.as_string().is_some_and(|p| excluded(&p, path)))
+    }
+
+    /// The variants that have a name, in order.
+    pub fn variants(&self) -> Vec<Variant> {
+        let list = get(&self.wall(), "variants");
+        (0..)
+            .map(|i| at(&list, i))
+            .take_while(|v| !v.is_undefined())
+            .filter_map(|js| Some(Variant { name: string(&js, "name").filter(|n| !n.is_empty())?, js }))
+            .collect()
     }
 }
 
 /// Seconds before a soft wall may be dismissed when the site does not say.
 pub const DEFAULT_DISMISS_AFTER: u32 = 5;
 
-impl Wall {
-    pub fn excludes(&self, path: &str) -> bool {
-        self.excluded_paths.iter().any(|p| !p.is_empty() && path.starts_with(p.as_str()))
-    }
+pub fn excluded(prefix: &str, path: &str) -> bool {
+    !prefix.is_empty() && path.starts_with(prefix)
+}
 
-    pub fn variant(&self, name: &str) -> Option<&Variant> {
-        self.variants.iter().find(|v| v.name == name)
-    }
+/// The weight of a variant (1 when absent, negative counts as 0).
+pub fn weight(v: &Variant) -> f64 {
+    get(&v.js, "weight").as_f64().unwrap_or(1.0)
+}
 
-    /// The session's variant: a hash of the session id placed on the
-    /// cumulative weights, so one session always gets the same variant and
-    /// sessions split in proportion to the weights.
-    pub fn assign(&self, session_id: &str) -> Option<&Variant> {
-        let total: f64 = self.variants.iter().map(|v| v.weight.max(0.0)).sum();
-        if total <= 0.0 {
-            return self.variants.first();
-        }
-        let point = f64::from(fnv1a(session_id)) / 4_294_967_296.0 * total;
-        let mut acc = 0.0;
-        for v in &self.variants {
-            acc += v.weight.max(0.0);
-            if point < acc {
-                return Some(v);
-            }
-        }
-        self.variants.last()
+/// The session's variant among `weights`: a hash of the session id placed
+/// on the cumulative weights, so one session always gets the same variant
+/// and sessions split in proportion to the weights.
+pub fn assign(weights: &[f64], session_id: &str) -> Option<usize> {
+    let total: f64 = weights.iter().map(|w| w.max(0.0)).sum();
+    if total <= 0.0 {
+        return (!weights.is_empty()).then_some(0);
     }
+    let point = f64::from(fnv1a(session_id)) / 4_294_967_296.0 * total;
+    let mut acc = 0.0;
+    for (i, w) in weights.iter().enumerate() {
+        acc += w.max(0.0);
+        if point < acc {
+            return Some(i);
+        }
+    }
+    weights.len().checked_sub(1)
 }
 
 /// 32-bit FNV-1a: tiny, and stable across SDK versions (assignments must not move).
@@ -191,33 +187,15 @@ pub fn fnv1a(s: &str) -> u32 {
 mod tests {
     use super::*;
 
-    fn wall(weights: &[(&str, f64)]) -> Wall {
-        Wall {
-            variants: weights
-                .iter()
-                .map(|(n, w)| Variant {
-                    name: (*n).into(),
-                    weight: *w,
-                    title: None,
-                    body: None,
-                    kind: None,
-                    subscribe_url: None,
-                    subscribe_text: None,
-                })
-                .collect(),
-            ..Wall::default()
-        }
-    }
-
     #[test]
     fn assignment_is_sticky_and_follows_the_weights() {
-        let w = wall(&[("control", 3.0), ("emotional", 1.0), ("never", 0.0)]);
+        let w = [3.0, 1.0, 0.0];
         let mut counts = [0u32; 3];
         for i in 0..4000 {
             let id = format!("session-{i}");
-            let a = w.assign(&id).unwrap().name.clone();
-            assert_eq!(w.assign(&id).unwrap().name, a, "the same session gets the same variant");
-            counts[w.variants.iter().position(|v| v.name == a).unwrap()] += 1;
+            let a = assign(&w, &id).unwrap();
+            assert_eq!(assign(&w, &id), Some(a), "the same session gets the same variant");
+            counts[a] += 1;
         }
         assert_eq!(counts[2], 0, "a zero weight is never assigned");
         let share = f64::from(counts[0]) / 4000.0;
@@ -226,16 +204,15 @@ mod tests {
 
     #[test]
     fn all_zero_weights_fall_back_to_the_first_variant() {
-        let w = wall(&[("a", 0.0), ("b", 0.0)]);
-        assert_eq!(w.assign("x").unwrap().name, "a");
-        assert!(wall(&[]).assign("x").is_none());
+        assert_eq!(assign(&[0.0, 0.0], "x"), Some(0));
+        assert_eq!(assign(&[], "x"), None);
     }
 
     #[test]
     fn excluded_paths_are_prefixes() {
-        let w = Wall { excluded_paths: vec!["/subscribe".into(), String::new()], ..Wall::default() };
-        assert!(w.excludes("/subscribe/plans"));
-        assert!(!w.excludes("/article/1"));
+        assert!(excluded("/subscribe", "/subscribe/plans"));
+        assert!(!excluded("/subscribe", "/article/1"));
+        assert!(!excluded("", "/article/1"), "an empty prefix excludes nothing");
     }
 
     #[test]

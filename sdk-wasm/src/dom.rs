@@ -3,7 +3,7 @@
 
 use alloc::string::String;
 
-use js_sys::{Function, Promise, Reflect};
+use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
@@ -11,8 +11,16 @@ use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
 use crate::detect::{bait, ElementProbe, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
 use crate::error::{Error, Result};
 
+#[wasm_bindgen]
+extern "C" {
+    /// The page's `window` read once, directly: `web_sys::window()` goes
+    /// through js-sys's search of four global names and an `instanceof`.
+    #[wasm_bindgen(thread_local_v2, js_name = window)]
+    static WINDOW: Option<Window>;
+}
+
 pub fn window() -> Result<Window> {
-    web_sys::window().ok_or(Error::NoDom)
+    WINDOW.with(Option::clone).ok_or(Error::NoDom)
 }
 
 pub fn document() -> Result<Document> {
@@ -98,7 +106,7 @@ fn param(search: &str, name: &str) -> Option<String> {
 
 /// Brave exposes `navigator.brave`; no other browser does.
 pub fn is_brave() -> bool {
-    window().is_ok_and(|w| Reflect::get(&w.navigator(), &JsValue::from_str("brave")).is_ok_and(|b| !b.is_undefined()))
+    window().is_ok_and(|w| !crate::js::get(&w.navigator(), "brave").is_undefined())
 }
 
 pub fn document_visible() -> bool {
@@ -131,9 +139,9 @@ async fn wait(until: Until) {
             Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms as i32).is_ok(),
             Until::Idle => {
                 // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
-                let idle = Reflect::get(&w, &JsValue::from_str("requestIdleCallback")).ok().and_then(|f| f.dyn_into::<Function>().ok());
+                let idle = crate::js::get(&w, "requestIdleCallback").dyn_into::<Function>().ok();
                 let opts = js_sys::Object::new();
-                let _ = Reflect::set(&opts, &JsValue::from_str("timeout"), &JsValue::from_f64(2000.0));
+                crate::js::set(&opts, "timeout", &JsValue::from_f64(2000.0));
                 idle.is_some_and(|f| f.call2(&w, &resolve, &opts).is_ok())
             }
             // The event bubbles from the document to the window.

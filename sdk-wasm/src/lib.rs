@@ -22,6 +22,7 @@ mod config;
 mod detect;
 mod dom;
 mod error;
+mod js;
 mod session;
 mod task;
 mod transport;
@@ -31,7 +32,7 @@ use alloc::rc::Rc;
 use alloc::string::String;
 use core::cell::{Cell, Ref, RefCell, RefMut};
 
-use js_sys::{Function, Object, Promise, Reflect};
+use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Event, KeyboardEvent};
@@ -307,7 +308,7 @@ impl Sdk {
     /// Sends one event (in the background) and counts it as session activity.
     fn emit(self: &Rc<Self>, event_type: &str, meta: Object) {
         if self.forced_variant.is_some() {
-            set(&meta, "forced_variant", &JsValue::TRUE);
+            js::set(&meta, "forced_variant", &JsValue::TRUE);
         }
         let body = {
             let mut s = self.session.borrow_mut();
@@ -325,7 +326,7 @@ impl Sdk {
         let v = self.config_body.read().await;
         if v.is_object() && self.config.borrow().is_none() {
             self.reachable.set(true);
-            *self.config.borrow_mut() = Some(SiteConfig::from_js(&v));
+            *self.config.borrow_mut() = Some(SiteConfig(v));
         }
     }
 
@@ -398,17 +399,21 @@ impl Sdk {
     fn wall_meta(&self, variant: Option<&str>, blocker: Option<BlockerType>) -> Object {
         let m = meta(variant, blocker);
         if self.shown.borrow().as_ref().is_some_and(|s| s.forced) {
-            set(&m, "debug", &JsValue::TRUE);
+            js::set(&m, "debug", &JsValue::TRUE);
         }
         m
     }
 
-    fn variant_for(&self, cfg: &config::Wall) -> Option<Variant> {
-        if let Some(v) = self.forced_variant.as_deref().and_then(|f| cfg.variant(f)) {
-            return Some(v.clone());
-        }
+    /// The forced variant, else the session's, else one assigned by weight.
+    fn variant_for(&self, cfg: &SiteConfig) -> Option<Variant> {
+        let mut variants = cfg.variants();
+        let find = |name: &str| variants.iter().position(|v| v.name == name);
         let s = self.session.borrow();
-        cfg.variant(&s.variant).or_else(|| cfg.assign(&s.id)).cloned()
+        let i = self.forced_variant.as_deref().and_then(find).or_else(|| find(&s.variant)).or_else(|| {
+            let weights: alloc::vec::Vec<f64> = variants.iter().map(config::weight).collect();
+            config::assign(&weights, &s.id)
+        })?;
+        Some(variants.swap_remove(i))
     }
 
     fn show_wall(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
@@ -418,34 +423,35 @@ impl Sdk {
         let cfg = self.config.borrow();
         let fallback;
         let cfg = match cfg.as_ref() {
-            Some(c) if forced || (c.active && !c.wall.excludes(&dom::pathname())) => c,
+            Some(c) if forced || (c.active() && !c.excludes(&dom::pathname())) => c,
             // A wall without its site's texts is only shown on request.
             None if forced => {
-                fallback = SiteConfig { active: true, wall: config::Wall::default() };
+                fallback = SiteConfig(JsValue::UNDEFINED);
                 &fallback
             }
             _ => return,
         };
-        let variant = self.variant_for(&cfg.wall);
-        let kind = variant.as_ref().and_then(|v| v.kind).unwrap_or(cfg.wall.kind);
+        let variant = self.variant_for(cfg);
+        let kind = variant.as_ref().and_then(Variant::kind).unwrap_or_else(|| cfg.kind());
         if !forced && (variant.is_none() || (kind == Kind::Soft && self.has(DISMISSED))) {
             return;
         }
         let v = variant.as_ref();
-        let name = String::from(v.map_or("control", |v| v.name.as_str()));
+        let text = |k| v.and_then(|v| v.text(k));
+        let name = v.map_or_else(|| String::from("control"), |v| v.name.clone());
         let texts = Texts {
-            title: v.and_then(|v| v.title.as_deref()),
-            body: v.and_then(|v| v.body.as_deref()),
+            title: text("title"),
+            body: text("body"),
             kind,
             blocker,
-            subscribe_url: v.and_then(|v| v.subscribe_url.as_deref()).or(cfg.wall.subscribe_url.as_deref()),
-            subscribe_text: v.and_then(|v| v.subscribe_text.as_deref()).or(cfg.wall.subscribe_text.as_deref()),
-            colors: &cfg.wall.colors,
+            subscribe_url: text("subscribe_url").or_else(|| cfg.text("subscribe_url")),
+            subscribe_text: text("subscribe_text").or_else(|| cfg.text("subscribe_text")),
+            colors: cfg.colors(),
         };
         let Ok(wall) = Wall::show(&texts, self.listener()) else { return };
         let number = self.walls.get() + 1;
         self.walls.set(number);
-        let delay = cfg.wall.dismiss_after_seconds.unwrap_or(config::DEFAULT_DISMISS_AFTER);
+        let delay = cfg.dismiss_after();
         if kind == Kind::Banner || (kind == Kind::Soft && delay == 0) {
             wall.reveal_dismiss();
         } else if kind == Kind::Soft {
@@ -516,25 +522,23 @@ impl Body {
     }
 }
 
-/// Sets a property of a plain JS object.
-fn set(o: &Object, k: &str, v: &JsValue) {
-    let _ = Reflect::set(o, &JsValue::from_str(k), v);
-}
-
 fn meta(variant: Option<&str>, blocker: Option<BlockerType>) -> Object {
     let m = Object::new();
     if let Some(v) = variant {
-        set(&m, "variant", &JsValue::from_str(v));
+        js::set_str(&m, "variant", v);
     }
     if let Some(b) = blocker {
-        set(&m, "blocker_type", &JsValue::from_str(b.as_str()));
+        js::set_str(&m, "blocker_type", b.as_str());
     }
     m
 }
 
 fn verdict_object(v: Verdict) -> Object {
     let o = Object::new();
-    set(&o, "blocked", &JsValue::from_bool(v.blocked()));
-    set(&o, "blockerType", &v.blocker_type().map_or(JsValue::NULL, |t| JsValue::from_str(t.as_str())));
+    js::set(&o, "blocked", &JsValue::from_bool(v.blocked()));
+    match v.blocker_type() {
+        Some(t) => js::set_str(&o, "blockerType", t.as_str()),
+        None => js::set(&o, "blockerType", &JsValue::NULL),
+    }
     o
 }

@@ -10,13 +10,13 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use js_sys::{Array, Object, Promise, Reflect, JSON};
+use js_sys::{Array, Object, Promise, JSON};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{AbortSignal, Response};
 
 use crate::detect::{bait, request_probe, RequestProbe, REQUEST_TIMEOUT_MS};
-use crate::dom;
+use crate::{dom, js};
 
 /// Where failed sends wait for the next page: event bodies, one per line
 /// (`JSON.stringify` never writes a raw line break).
@@ -42,15 +42,12 @@ pub fn join(endpoint: &str, path: &str) -> String {
 /// One event's JSON body, built with the browser's own JSON.
 pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object) -> String {
     let o = Object::new();
-    let set = |k: &str, v: &JsValue| {
-        let _ = Reflect::set(&o, &JsValue::from_str(k), v);
-    };
-    set("event_id", &JsValue::from_str(&dom::uuid_v4()));
-    set("site_id", &JsValue::from_str(site_id));
-    set("session_id", &JsValue::from_str(session_id));
-    set("event_type", &JsValue::from_str(event_type));
-    set("page_url", &JsValue::from_str(&dom::href()));
-    set("metadata", metadata);
+    js::set_str(&o, "event_id", &dom::uuid_v4());
+    js::set_str(&o, "site_id", site_id);
+    js::set_str(&o, "session_id", session_id);
+    js::set_str(&o, "event_type", event_type);
+    js::set_str(&o, "page_url", &dom::href());
+    js::set(&o, "metadata", metadata);
     JSON::stringify(&o).ok().and_then(|s| s.as_string()).unwrap_or_default()
 }
 
@@ -59,11 +56,11 @@ pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &
 /// setters would each be one more import.
 fn request(body: Option<&str>) -> Object {
     let init = Object::new();
-    crate::set(&init, "credentials", &JsValue::from_str("omit"));
+    js::set_str(&init, "credentials", "omit");
     if let Some(b) = body {
-        crate::set(&init, "method", &JsValue::from_str("POST"));
-        crate::set(&init, "body", &JsValue::from_str(b));
-        crate::set(&init, "keepalive", &JsValue::TRUE);
+        js::set_str(&init, "method", "POST");
+        js::set_str(&init, "body", b);
+        js::set(&init, "keepalive", &JsValue::TRUE);
     }
     init
 }
@@ -79,8 +76,7 @@ fn fetch(url: &str, init: &Object) -> Option<Promise> {
 /// The `Response` of a request started by `fetch`, `None` when it failed.
 pub async fn response(request: Promise) -> Option<Response> {
     let settled = crate::task::settle(request).await.ok()?;
-    let first = Reflect::get(&settled, &JsValue::from_f64(0.0)).ok()?;
-    let value = Reflect::get(&first, &JsValue::from_str("value")).ok()?;
+    let value = js::get(&js::at(&settled, 0), "value");
     value.is_object().then(|| value.unchecked_into())
 }
 
@@ -175,9 +171,9 @@ pub fn start_probe(endpoint: &str) -> Option<Probe> {
     url.push_str("?n=");
     url.push_str(&nonce);
     let init = request(None);
-    crate::set(&init, "cache", &JsValue::from_str("no-store"));
+    js::set_str(&init, "cache", "no-store");
     let signal = AbortSignal::timeout_with_u32(REQUEST_TIMEOUT_MS);
-    crate::set(&init, "signal", &signal);
+    js::set(&init, "signal", &signal);
     Some(Probe { response: fetch(&url, &init)?, signal, nonce })
 }
 

@@ -36,15 +36,15 @@ impl Action {
 }
 
 /// What the site's config says about this wall; what it leaves out takes the defaults.
-pub struct Texts<'a> {
-    pub title: Option<&'a str>,
-    pub body: Option<&'a str>,
+pub struct Texts {
+    pub title: Option<String>,
+    pub body: Option<String>,
     pub kind: Kind,
     pub blocker: BlockerType,
     /// The alternative link, if the site offers one, and its text.
-    pub subscribe_url: Option<&'a str>,
-    pub subscribe_text: Option<&'a str>,
-    pub colors: &'a Colors,
+    pub subscribe_url: Option<String>,
+    pub subscribe_text: Option<String>,
+    pub colors: Colors,
 }
 
 /// The site's colours (`wall.colors`, checked to be `#rrggbb` by `config`)
@@ -103,7 +103,7 @@ fn safe_link(url: &str) -> bool {
     url.starts_with("https://") || url.starts_with("http://") || (url.starts_with('/') && !url.starts_with("//"))
 }
 
-pub fn render(t: &Texts<'_>) -> String {
+pub fn render(t: &Texts) -> String {
     let mut h = String::with_capacity(3000);
     h.push_str("<style>:host{all:initial}.o{--b:");
     h.push_str(t.colors.background.as_deref().unwrap_or(DEFAULT_BACKGROUND));
@@ -117,19 +117,19 @@ pub fn render(t: &Texts<'_>) -> String {
     h.push_str("<div class=\"d\" role=\"dialog\" aria-modal=\"");
     h.push_str(if t.kind == Kind::Banner { "false" } else { "true" });
     h.push_str("\" aria-labelledby=\"t\" aria-describedby=\"m\"><h2 id=\"t\">");
-    escape(&mut h, t.title.unwrap_or(TITLE));
+    escape(&mut h, t.title.as_deref().unwrap_or(TITLE));
     h.push_str("</h2><p id=\"m\">");
-    escape(&mut h, t.body.unwrap_or(BODY));
+    escape(&mut h, t.body.as_deref().unwrap_or(BODY));
     h.push_str("</p><ol id=\"h\" hidden>");
     h.push_str(steps(t.blocker));
     h.push_str("<li>Then click \u{201c}I have allowed this site\u{201d}.</li></ol><p id=\"n\" role=\"status\" aria-live=\"polite\"></p>\
         <button class=\"p\" data-a=\"recheck\">I have allowed this site</button>\
         <button data-a=\"help\" aria-expanded=\"false\" aria-controls=\"h\">How do I allow this site?</button>");
-    if let Some(url) = t.subscribe_url.filter(|u| safe_link(u)) {
+    if let Some(url) = t.subscribe_url.as_deref().filter(|u| safe_link(u)) {
         h.push_str("<a data-a=\"subscribe\" href=\"");
         escape(&mut h, url);
         h.push_str("\">");
-        escape(&mut h, t.subscribe_text.unwrap_or(SUBSCRIBE));
+        escape(&mut h, t.subscribe_text.as_deref().unwrap_or(SUBSCRIBE));
         h.push_str("</a>");
     }
     if t.kind != Kind::Hard {
@@ -150,14 +150,14 @@ pub struct Wall {
 
 impl Wall {
     /// Shows the wall; `listener` receives its clicks and the page's keys.
-    pub fn show(t: &Texts<'_>, listener: &Function) -> Result<Wall> {
+    pub fn show(t: &Texts, listener: &Function) -> Result<Wall> {
         let doc = dom::document()?;
         let body = doc.body().ok_or(Error::NoDom)?;
         let host = doc.create_element("div")?;
         host.set_attribute("data-postern-wall", "")?;
         // `{mode: "closed"}` as a plain object: `ShadowRootInit`'s setter is one more import.
         let init = js_sys::Object::new();
-        crate::set(&init, "mode", &JsValue::from_str("closed"));
+        crate::js::set_str(&init, "mode", "closed");
         let root = host.attach_shadow(init.unchecked_ref())?;
         root.set_inner_html(&render(t));
         body.append_child(&host)?;
@@ -278,16 +278,15 @@ pub fn clicked(e: &Event) -> Option<Action> {
 mod tests {
     use super::*;
 
-    const NO_COLORS: Colors = Colors { background: None, text: None, accent: None };
-    fn texts(kind: Kind) -> Texts<'static> {
+    fn texts(kind: Kind) -> Texts {
         Texts {
-            title: Some("Please <allow> us"),
-            body: Some("We \"need\" ads & you"),
+            title: Some("Please <allow> us".into()),
+            body: Some("We \"need\" ads & you".into()),
             kind,
             blocker: BlockerType::Network,
-            subscribe_url: Some("/subscribe"),
-            subscribe_text: Some("Go ad-free"),
-            colors: &NO_COLORS,
+            subscribe_url: Some("/subscribe".into()),
+            subscribe_text: Some("Go ad-free".into()),
+            colors: Colors::default(),
         }
     }
 
@@ -319,7 +318,7 @@ mod tests {
     fn the_colours_become_custom_properties() {
         assert!(render(&texts(Kind::Soft)).contains(".o{--b:#ffffff;--t:#1a1a1a;--a:#0b57d0}"));
         let colors = Colors { background: Some("#fff8e1".into()), text: None, accent: Some("#8a1c1c".into()) };
-        let t = Texts { colors: &colors, ..texts(Kind::Banner) };
+        let t = Texts { colors, ..texts(Kind::Banner) };
         assert!(render(&t).contains(".o{--b:#fff8e1;--t:#1a1a1a;--a:#8a1c1c}"));
     }
 
@@ -332,9 +331,9 @@ mod tests {
     #[test]
     fn script_links_are_left_out() {
         let mut t = texts(Kind::Soft);
-        t.subscribe_url = Some("javascript:alert(1)");
+        t.subscribe_url = Some("javascript:alert(1)".into());
         assert!(!render(&t).contains("subscribe"));
-        t.subscribe_url = Some("//evil.example");
+        t.subscribe_url = Some("//evil.example".into());
         assert!(!render(&t).contains("data-a=\"subscribe\""));
     }
 }

@@ -1,0 +1,48 @@
+//! JS objects read and written with Rust strings as keys. js-sys's
+//! `Reflect` takes the key as a `JsValue` (one more import call and an
+//! externref to free per access) and checks for an exception each time;
+//! these bindings hand the key over as a string. `Reflect.get` and
+//! `Reflect.set` only throw for a target that is not an object: `get` checks
+//! that first, and `set` is only given objects the SDK created.
+
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = Reflect, js_name = get)]
+    fn reflect_get(o: &JsValue, key: &str) -> JsValue;
+    #[wasm_bindgen(js_namespace = Reflect, js_name = get)]
+    fn reflect_at(o: &JsValue, index: u32) -> JsValue;
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn reflect_set(o: &JsValue, key: &str, value: &JsValue);
+    #[wasm_bindgen(js_namespace = Reflect, js_name = set)]
+    fn reflect_set_str(o: &JsValue, key: &str, value: &str);
+}
+
+/// A property of a JS object; undefined when `o` is not an object.
+pub fn get(o: &JsValue, key: &str) -> JsValue {
+    if o.is_object() {
+        reflect_get(o, key)
+    } else {
+        JsValue::UNDEFINED
+    }
+}
+
+/// Element `i` of a JS array; undefined past its end or when `a` is not an object.
+pub fn at(a: &JsValue, i: u32) -> JsValue {
+    if a.is_object() {
+        reflect_at(a, i)
+    } else {
+        JsValue::UNDEFINED
+    }
+}
+
+/// Sets a property of an object the SDK made.
+pub fn set(o: &JsValue, key: &str, value: &JsValue) {
+    reflect_set(o, key, value);
+}
+
+/// Sets a property of an object the SDK made to a string.
+pub fn set_str(o: &JsValue, key: &str, value: &str) {
+    reflect_set_str(o, key, value);
+}
