@@ -10,6 +10,7 @@ use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
 
 use crate::detect::{bait, ElementProbe, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
 use crate::error::{Error, Result};
+use crate::js;
 
 #[wasm_bindgen]
 extern "C" {
@@ -81,19 +82,24 @@ pub fn push_hex(s: &mut String, byte: u8) {
     s.push(char::from(DIGITS[usize::from(byte & 15)]));
 }
 
+/// A part of the page's URL (`href`, `origin`, `pathname`, `search`).
+pub fn location_str(key: &str) -> String {
+    window().map_or_else(|_| String::new(), |w| js::prop_str(&js::prop(&w, "location"), key))
+}
+
 pub fn href() -> String {
-    window().ok().and_then(|w| w.location().href().ok()).unwrap_or_default()
+    location_str("href")
 }
 
 pub fn pathname() -> String {
-    window().ok().and_then(|w| w.location().pathname().ok()).unwrap_or_default()
+    location_str("pathname")
 }
 
 /// A query parameter of the page URL (`?postern_variant=NAME`), taken as
 /// written: variant names are letters, digits, `_` and `-`, which URLs
 /// never escape.
 pub fn query_param(name: &str) -> Option<String> {
-    param(&window().ok()?.location().search().ok()?, name)
+    param(&location_str("search"), name)
 }
 
 fn param(search: &str, name: &str) -> Option<String> {
@@ -106,11 +112,11 @@ fn param(search: &str, name: &str) -> Option<String> {
 
 /// Brave exposes `navigator.brave`; no other browser does.
 pub fn is_brave() -> bool {
-    window().is_ok_and(|w| !crate::js::get(&w.navigator(), "brave").is_undefined())
+    window().is_ok_and(|w| !js::prop(&js::prop(&w, "navigator"), "brave").is_undefined())
 }
 
 pub fn document_visible() -> bool {
-    document().is_ok_and(|d| d.visibility_state() == web_sys::VisibilityState::Visible)
+    document().is_ok_and(|d| js::prop_str(&d, "visibilityState") == "visible")
 }
 
 pub fn listen(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
@@ -162,7 +168,7 @@ pub async fn sleep(ms: u32) {
 /// probes never compete with the page's own start.
 pub async fn idle() {
     wait(Until::Idle).await;
-    if document().is_ok_and(|d| d.ready_state() == "loading") {
+    if document().is_ok_and(|d| js::prop_str(&d, "readyState") == "loading") {
         wait(Until::Parsed).await;
     }
 }
@@ -205,10 +211,7 @@ fn is_hidden(el: &HtmlElement) -> bool {
         return true;
     }
     let style = window().ok().and_then(|w| w.get_computed_style(el).ok().flatten());
-    style.is_some_and(|s| {
-        s.get_property_value("display").is_ok_and(|v| v == "none")
-            || s.get_property_value("visibility").is_ok_and(|v| v == "hidden")
-    })
+    style.is_some_and(|s| js::prop_str(&s, "display") == "none" || js::prop_str(&s, "visibility") == "hidden")
 }
 
 #[cfg(test)]

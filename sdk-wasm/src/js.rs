@@ -5,6 +5,8 @@
 //! `Reflect.set` only throw for a target that is not an object: `get` checks
 //! that first, and `set` is only given objects the SDK created.
 
+use alloc::string::String;
+
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen]
@@ -26,6 +28,18 @@ pub fn get(o: &JsValue, key: &str) -> JsValue {
     } else {
         JsValue::UNDEFINED
     }
+}
+
+/// A property of a browser object (`location.href`, `event.type`…): one
+/// import for all of them, where web-sys has one per property, each with
+/// its own glue function (a string getter's copies the string into the wasm).
+pub fn prop(o: &JsValue, key: &str) -> JsValue {
+    reflect_get(o, key)
+}
+
+/// A string property of a browser object; empty when it is not a string.
+pub fn prop_str(o: &JsValue, key: &str) -> String {
+    prop(o, key).as_string().unwrap_or_default()
 }
 
 /// Element `i` of a JS array; undefined past its end or when `a` is not an object.

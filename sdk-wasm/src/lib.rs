@@ -192,7 +192,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
 /// `visibilitychange`, the wall's clicks and keys.
 fn on_event(e: Event) {
     let Ok(s) = sdk() else { return };
-    match e.type_().as_str() {
+    match js::prop_str(&e, "type").as_str() {
         "pagehide" => transport::flush_on_exit(&s.endpoint),
         // A tab that comes back may have had its blocker turned off meanwhile.
         "visibilitychange" if dom::document_visible() => drop(s.check()),
@@ -247,7 +247,7 @@ struct Sdk {
 impl Sdk {
     fn start(opts: Options) -> Result<()> {
         let w = dom::window()?;
-        let endpoint = opts.endpoint.map_or_else(|| w.location().origin(), Ok)?;
+        let endpoint = opts.endpoint.unwrap_or_else(|| dom::location_str("origin"));
         let mut session_key = String::from("postern:s:");
         session_key.push_str(&opts.site_id);
         let stored = dom::load(&session_key).and_then(|s| Session::parse(&s));

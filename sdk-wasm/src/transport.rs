@@ -132,7 +132,7 @@ pub fn take_queue() -> Vec<String> {
 /// the page just as well.
 pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
-    let same_origin = w.location().origin().is_ok_and(|o| origin(endpoint) == o);
+    let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
     for body in take_queue() {
         let beaconed = same_origin && w.navigator().send_beacon_with_opt_str(&url, Some(&body)).unwrap_or(false);

@@ -11,7 +11,7 @@ use web_sys::{Element, Event, HtmlElement, KeyboardEvent, ShadowRoot};
 use alloc::string::String;
 use crate::config::{Colors, Kind};
 use crate::detect::BlockerType;
-use crate::dom;
+use crate::{dom, js};
 use crate::error::{Error, Result};
 
 /// What the visitor did in the wall.
@@ -165,8 +165,8 @@ impl Wall {
             None
         } else {
             html_style().map(|s| {
-                let old = s.get_property_value("overflow").unwrap_or_default();
-                let _ = s.set_property("overflow", "hidden");
+                let old = js::prop_str(&s, "overflow");
+                js::set_str(&s, "overflow", "hidden");
                 old
             })
         };
@@ -200,22 +200,23 @@ impl Wall {
     /// Shows or hides the instructions; true when they were just opened.
     pub fn toggle_help(&self) -> bool {
         let (Some(list), Some(button)) = (self.find("#h"), self.find("[data-a=help]")) else { return false };
-        let opening = list.get_attribute("hidden").is_some();
-        let _ = if opening { list.remove_attribute("hidden") } else { list.set_attribute("hidden", "") };
-        let _ = button.set_attribute("aria-expanded", if opening { "true" } else { "false" });
+        // `hidden` and `ariaExpanded` reflect the attributes.
+        let opening = js::prop(&list, "hidden").is_truthy();
+        js::set(&list, "hidden", &JsValue::from_bool(!opening));
+        js::set_str(&button, "ariaExpanded", if opening { "true" } else { "false" });
         opening
     }
 
     pub fn reveal_dismiss(&self) {
         if let Some(b) = self.find("[data-a=dismiss]") {
-            let _ = b.remove_attribute("hidden");
+            js::set(&b, "hidden", &JsValue::FALSE);
         }
     }
 
     /// A key pressed while the wall is up: Tab and Shift+Tab cycle through its
     /// controls; true when it is Escape and the wall may be dismissed.
     pub fn on_key(&self, k: &KeyboardEvent) -> bool {
-        match k.key().as_str() {
+        match js::prop_str(k, "key").as_str() {
             "Escape" if self.find("[data-a=dismiss]:not([hidden])").is_some() => {
                 k.prevent_default();
                 true
@@ -258,20 +259,23 @@ impl Drop for Wall {
         }
         if let (Some(old), Some(s)) = (&self.saved_overflow, html_style()) {
             // An empty value removes the declaration, as the page had it.
-            let _ = s.set_property("overflow", old);
+            js::set_str(&s, "overflow", old);
         }
     }
 }
 
-fn html_style() -> Option<web_sys::CssStyleDeclaration> {
-    dom::document().ok()?.document_element()?.dyn_into::<HtmlElement>().ok().map(|e| e.style())
+/// The inline style of `<html>`.
+fn html_style() -> Option<JsValue> {
+    let doc = dom::document().ok()?;
+    let root = js::prop(&doc, "documentElement");
+    root.is_object().then(|| js::prop(&root, "style"))
 }
 
 /// The wall control a click landed on, if any.
 pub fn clicked(e: &Event) -> Option<Action> {
     // A click's target is an element; `closest` would fail on anything else.
-    let el = e.target()?.unchecked_into::<Element>().closest("[data-a]").ok()??;
-    Action::parse(&el.get_attribute("data-a")?)
+    let el = js::prop(e, "target").unchecked_into::<Element>().closest("[data-a]").ok()??;
+    Action::parse(&js::prop_str(&js::prop(&el, "dataset"), "a"))
 }
 
 #[cfg(test)]
