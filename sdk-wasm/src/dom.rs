@@ -104,9 +104,9 @@ pub fn query_param(name: &str) -> Option<String> {
 
 fn param(search: &str, name: &str) -> Option<String> {
     let query = search.strip_prefix("?").unwrap_or(search);
-    query.as_bytes().split(|b| *b == b'&').find_map(|pair| {
-        let value = pair.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
-        core::str::from_utf8(value).ok().filter(|v| !v.is_empty()).map(String::from)
+    crate::session::split(query, b'&').find_map(|pair| {
+        let (key, value) = crate::session::cut(pair, b'=')?;
+        (key == name && !value.is_empty()).then(|| value.into())
     })
 }
 

@@ -31,11 +31,11 @@ impl Session {
     }
 
     pub fn parse(stored: &str) -> Option<Session> {
-        let mut parts = stored.as_bytes().splitn(4, |b| *b == b'|');
-        let id = core::str::from_utf8(parts.next()?).ok()?;
-        let last_ms = parse_u64(parts.next()?)?;
-        let flags = u8::try_from(parse_u64(parts.next()?)?).ok()?;
-        let variant = core::str::from_utf8(parts.next()?).ok()?;
+        let (id, rest) = cut(stored, b'|')?;
+        let (last_ms, rest) = cut(rest, b'|')?;
+        let (flags, variant) = cut(rest, b'|')?;
+        let last_ms = parse_u64(last_ms.as_bytes())?;
+        let flags = u8::try_from(parse_u64(flags.as_bytes())?).ok()?;
         if id.len() < 8 {
             return None;
         }
@@ -67,6 +67,28 @@ impl Session {
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
+}
+
+/// `s` cut around the first `sep`, an ASCII byte. Stored text is cut
+/// byte-wise: `str`'s searchers bring `core::fmt` with their panics, and
+/// `core::str::from_utf8` on the pieces re-validates what is valid already.
+pub fn cut(s: &str, sep: u8) -> Option<(&str, &str)> {
+    debug_assert!(sep.is_ascii());
+    let i = s.bytes().position(|b| b == sep)?;
+    // SAFETY: `i` is the index of an ASCII byte of `s`, so both sides of it
+    // are whole UTF-8 sequences and `i + 1 <= s.len()`.
+    unsafe { Some((s.get_unchecked(..i), s.get_unchecked(i + 1..))) }
+}
+
+/// The pieces of `s` between the ASCII byte `sep` (see `cut`).
+pub fn split(s: &str, sep: u8) -> impl Iterator<Item = &str> + Clone {
+    let mut rest = Some(s);
+    core::iter::from_fn(move || {
+        let s = rest?;
+        let (piece, next) = cut(s, sep).map_or((s, None), |(a, b)| (a, Some(b)));
+        rest = next;
+        Some(piece)
+    })
 }
 
 /// Decimal digits without `core::fmt`, which would weigh more than the rest
@@ -109,6 +131,15 @@ mod tests {
         assert_eq!(renewed.id, "bbbbbbbb-new");
         assert_eq!(renewed.flags, 0);
         assert!(renewed.variant.is_empty());
+    }
+
+    #[test]
+    fn text_is_cut_at_ascii_bytes() {
+        assert_eq!(cut("a|b|c", b'|'), Some(("a", "b|c")));
+        assert_eq!(cut("é|", b'|'), Some(("é", "")));
+        assert_eq!(cut("abc", b'|'), None);
+        assert_eq!(split("a\n\nb", b'\n').collect::<Vec<_>>(), ["a", "", "b"]);
+        assert_eq!(split("", b'\n').collect::<Vec<_>>(), [""]);
     }
 
     #[test]

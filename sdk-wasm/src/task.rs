@@ -75,9 +75,9 @@ pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Funct
     let n = {
         let mut jobs = EXEC.jobs.borrow_mut();
         let entry = Entry::Parked(job, resolve);
-        match jobs.iter().position(|e| matches!(e, Entry::Free)) {
-            Some(n) => {
-                jobs[n] = entry;
+        match jobs.iter_mut().enumerate().find(|(_, e)| matches!(e, Entry::Free)) {
+            Some((n, free)) => {
+                *free = entry;
                 n
             }
             None => {
@@ -112,7 +112,10 @@ fn wake(job: u32, ok: bool, value: JsValue) {
         }
         Poll::Pending => Entry::Parked(fut, resolve),
     };
-    EXEC.jobs.borrow_mut()[n] = entry;
+    // The job's entry is still there (`Polling`): entries are never removed.
+    if let Some(e) = EXEC.jobs.borrow_mut().get_mut(n) {
+        *e = entry;
+    }
 }
 
 /// Waits for a promise: its value, or what it was rejected with.

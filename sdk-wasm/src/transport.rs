@@ -100,7 +100,7 @@ fn enqueue(body: &str) {
 /// The event bodies of a stored queue (what an older SDK stored, a JSON
 /// array, is not one and is dropped).
 fn lines(queue: &str) -> impl Iterator<Item = &str> + Clone {
-    queue.as_bytes().split(|b| *b == b'\n').filter_map(|l| core::str::from_utf8(l).ok()).filter(|l| l.starts_with("{"))
+    crate::session::split(queue, b'\n').filter(|l| l.starts_with("{"))
 }
 
 /// The stored queue with `body` added, the oldest dropped past `QUEUE_MAX`.
