@@ -341,3 +341,37 @@ test("the wall takes the site's colours; anything but #rrggbb gives the defaults
   assert.equal((await wallColors(page3)).accent, 'rgb(0, 255, 0)');
   assert.equal((await wallColors(page3)).text, 'rgb(26, 26, 26)');
 });
+
+test("the site's texts are shown as text: markup in them creates no element and runs nothing", async (t) => {
+  const attack = '<img src=x onerror="window.pwned=1">';
+  const site = await newSite('escaped', {
+    ...wallDefaults,
+    variants: [{
+      name: 'control', weight: 1, title: `Title ${attack}`, body: `Body </p><script>window.pwned=2</script>`,
+      subscribe_url: '/subscribe?a=1&b="2"', subscribe_text: `Go <b>ad-free</b> ${attack}`,
+    }],
+  });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  const wall = await h.inWall(page, function () {
+    return {
+      title: this.querySelector('h2').textContent,
+      body: this.querySelector('#m').textContent,
+      link: this.querySelector('[data-a=subscribe]').textContent,
+      href: this.querySelector('[data-a=subscribe]').getAttribute('href'),
+      injected: this.querySelectorAll('img, script, b').length,
+    };
+  });
+  assert.deepEqual(wall, {
+    title: `Title ${attack}`,
+    body: 'Body </p><script>window.pwned=2</script>',
+    link: `Go <b>ad-free</b> ${attack}`,
+    href: '/subscribe?a=1&b="2"',
+    injected: 0,
+  });
+  // Give an image error handler the time it would need to run.
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(await page.evaluate(() => window.pwned), undefined);
+  page.assertClean();
+});
