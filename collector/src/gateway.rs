@@ -19,6 +19,10 @@ use crate::error::ApiError;
 use crate::rate_limit::{Bucket, Decision};
 use crate::state::Ctx;
 
+/// A wall preview's limit per draft token, as a multiple of `--rate-limit-api`:
+/// generous (a draft lives until the next edit), yet not an open door.
+const PREVIEW_LIMIT_FACTOR: u32 = 10;
+
 /// How a path is guarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -85,7 +89,7 @@ where
     };
     counter.fetch_add(1, Ordering::Relaxed);
 
-    let (decision, mut res) = match admit(&ctx, class, &method, req.headers(), ip, now).await {
+    let (decision, mut res) = match admit(&ctx, class, &method, &path, req.headers(), ip, now).await {
         Admission::Refuse(decision, err) => (decision, err.into_response()),
         Admission::Answer(decision, res) => (decision, res),
         Admission::Pass(decision, principal) => {
@@ -138,17 +142,22 @@ enum Admission {
     Answer(Option<Decision>, Response),
 }
 
-async fn admit(ctx: &Ctx, class: Class, method: &Method, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
+async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
     let limits = (ctx.config.rate_limit_ingest, ctx.config.rate_limit_api);
     let limiter = &ctx.limiter;
     match class {
         Class::Ops => Admission::Pass(None, None),
         Class::Dashboard => {
-            let bucket = match session_cookie(headers) {
-                Some(token) => Bucket::Session(hash_secret(token)),
-                None => Bucket::Public(ip),
+            // A wall preview (its page, and the SDK's cookie-less requests to
+            // its sandbox) counts against its live draft token: each load
+            // makes about four requests, and editing reloads it often.
+            let preview = crate::dashboard::preview_token(path).filter(|(site, token)| ctx.previews.is_live(*site, token));
+            let (bucket, limit) = match (preview, session_cookie(headers)) {
+                (Some((_, token)), _) => (Bucket::Preview(hash_secret(token)), limits.1.saturating_mul(PREVIEW_LIMIT_FACTOR)),
+                (None, Some(token)) => (Bucket::Session(hash_secret(token)), limits.1),
+                (None, None) => (Bucket::Public(ip), limits.1),
             };
-            let d = limiter.check(bucket, limits.1, now);
+            let d = limiter.check(bucket, limit, now);
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::Public => {

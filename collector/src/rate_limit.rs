@@ -27,6 +27,8 @@ pub enum Bucket {
     Public(IpAddr),
     /// The dashboard per session (the SHA-256 of its cookie's token).
     Session([u8; 32]),
+    /// A wall preview's page and sandbox per draft token (its SHA-256).
+    Preview([u8; 32]),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

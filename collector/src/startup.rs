@@ -34,7 +34,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default() });
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default(), previews: Default::default() });
 
     // Handlers go in before the listening line: a SIGTERM sent as soon as we
     // announce readiness must already mean a graceful stop.

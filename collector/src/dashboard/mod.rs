@@ -42,6 +42,7 @@ use crate::state::Ctx;
 
 use flash::{Flash, Flashes};
 pub use login::LoginThrottle;
+pub use preview::{preview_token, Drafts};
 
 /// The cookie that carries the session token.
 pub const SESSION_COOKIE: &str = "postern_session";
@@ -142,6 +143,7 @@ impl Form {
 pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
     use warp::{get, path, post};
     let throttle = Arc::new(LoginThrottle::default());
+    let drafts = ctx.previews.clone();
     let c = move || {
         let ctx = ctx.clone();
         warp::any().map(move || ctx.clone())
@@ -290,7 +292,6 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .unify()
         .boxed();
 
-    let drafts = Arc::new(preview::Drafts::default());
     let d = move || {
         let drafts = drafts.clone();
         warp::any().map(move || drafts.clone())

@@ -12,7 +12,9 @@
 //! The SDK sends no cookies (`credentials: "omit"`), so the sandbox cannot
 //! check the session: the token is the capability. It is 256 random bits,
 //! minted only for a signed-in user of the site's account after the CSRF
-//! check, tied to one site, and forgotten after [`TTL`].
+//! check, tied to one site, and forgotten after [`TTL`]. The gateway counts
+//! requests carrying a live token against that token, not the address's
+//! public limit, so quick editing cannot run the preview into 429s.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -73,6 +75,11 @@ impl Drafts {
         token
     }
 
+    /// Whether `token` opens a live draft of `site`.
+    pub fn is_live(&self, site: Uuid, token: &str) -> bool {
+        self.get(site, token).is_some()
+    }
+
     fn get(&self, site: Uuid, token: &str) -> Option<Json> {
         let drafts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         drafts
@@ -80,6 +87,16 @@ impl Drafts {
             .find(|d| d.site == site && same(&d.token, token) && d.at.elapsed() < TTL)
             .map(|d| d.wall.clone())
     }
+}
+
+/// The site and token of a path under a preview's address
+/// (`/dashboard/sites/:id/wall/preview/:token[/…]`), for the gateway.
+pub fn preview_token(path: &str) -> Option<(Uuid, &str)> {
+    let rest = path.strip_prefix("/dashboard/sites/")?;
+    let (site, rest) = rest.split_once('/')?;
+    let rest = rest.strip_prefix("wall/preview/")?;
+    let token = rest.split('/').next().filter(|t| !t.is_empty())?;
+    Some((Uuid::parse_str(site).ok()?, token))
 }
 
 fn expired() -> ApiError {
@@ -168,6 +185,18 @@ pub async fn sandbox_post(tail: Tail) -> Result<Response, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gateway_finds_the_token_in_a_preview_path() {
+        let site = Uuid::new_v4();
+        let base = format!("/dashboard/sites/{site}/wall/preview/abc");
+        assert_eq!(preview_token(&base), Some((site, "abc")));
+        assert_eq!(preview_token(&format!("{base}/v1/sdk/sites/{site}/config")), Some((site, "abc")));
+        assert_eq!(preview_token(&format!("/dashboard/sites/{site}/wall/preview")), None);
+        assert_eq!(preview_token(&format!("/dashboard/sites/{site}/wall/preview/")), None);
+        assert_eq!(preview_token("/dashboard/sites/not-a-uuid/wall/preview/abc"), None);
+        assert_eq!(preview_token(&format!("/dashboard/sites/{site}/wall")), None);
+    }
 
     #[test]
     fn drafts_are_per_site_and_bounded_per_session() {

@@ -204,3 +204,66 @@ fn a_reader_previews_but_cannot_save() {
     save.expect(403);
     assert_eq!(app.get(&format!("/v1/sites/{site}")).body["wall"], saved);
 }
+
+/// Signs in on an app with these flags and mints a preview of the site's wall.
+fn preview_of(app: &TestApp, site: &str) -> String {
+    let mut b = signed_in(app, "ann@example.com", "admin");
+    let editor = format!("/dashboard/sites/{site}/wall");
+    let token = csrf(&b.get(&editor));
+    let a = b.post(&format!("{editor}/preview"), &draft_form(&token));
+    a.expect(201);
+    a.body["url"].as_str().unwrap().to_owned()
+}
+
+/// The cookie-less requests the preview's SDK makes on one load: config, bait, an event.
+fn sdk_load(app: &TestApp, url: &str, site: &str, n: usize) -> Vec<Answer> {
+    vec![
+        bare(app, Method::GET, &format!("{url}/v1/sdk/sites/{site}/config")),
+        bare(app, Method::GET, &format!("{url}{}?n={n}", bait_path())),
+        app.send(app.request(Method::POST, &format!("{url}/v1/e")).header("Content-Type", "text/plain").body("{}")),
+    ]
+}
+
+#[test]
+fn previews_do_not_use_up_the_addresss_public_limit_but_keep_their_own() {
+    // The default public limit: 100 requests a minute per address.
+    let app = TestApp::spawn_with(&["--rate-limit-api", "100", "--rate-limit-ingest", "0"]);
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let url = preview_of(&app, &site);
+    let config = format!("/v1/sdk/sites/{site}/config");
+    let remaining = |a: &Answer| a.header("x-ratelimit-remaining").unwrap().parse::<u32>().unwrap();
+    let before = bare(&app, Method::GET, &config);
+    before.expect(200);
+    assert_eq!(before.header("x-ratelimit-limit"), Some("100"));
+    for n in 0..120 {
+        for a in sdk_load(&app, &url, &site, n) {
+            assert!(a.status.is_success(), "preview load {n}: {} {}", a.status, a.text);
+            assert_eq!(a.header("x-ratelimit-limit"), Some("1000"), "counted against the draft's own limit");
+        }
+    }
+    // The address's public limit is untouched by those 360 requests, and still applies.
+    let after = bare(&app, Method::GET, &config);
+    after.expect(200);
+    assert_eq!(remaining(&after), remaining(&before) - 1, "the preview loads took nothing from the address");
+    for _ in 0..remaining(&after) {
+        bare(&app, Method::GET, &config).expect(200);
+    }
+    let (code, _, _) = bare(&app, Method::GET, &config).expect(429).error();
+    assert_eq!(code, "RATE_LIMITED");
+    // A made-up token opens no draft: it is counted per address like any public request.
+    let forged = format!("/dashboard/sites/{site}/wall/preview/{}/v1/sdk/sites/{site}/config", "0".repeat(64));
+    bare(&app, Method::GET, &forged).expect(429);
+    // The real draft still answers.
+    bare(&app, Method::GET, &format!("{url}/v1/sdk/sites/{site}/config")).expect(200);
+
+    // The draft's own limit: ten times the public one.
+    let app = TestApp::spawn_with(&["--rate-limit-api", "5", "--rate-limit-ingest", "0"]);
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let url = preview_of(&app, &site);
+    let config = format!("{url}/v1/sdk/sites/{site}/config");
+    for _ in 0..50 {
+        bare(&app, Method::GET, &config).expect(200);
+    }
+    let (code, _, _) = bare(&app, Method::GET, &config).expect(429).error();
+    assert_eq!(code, "RATE_LIMITED");
+}
