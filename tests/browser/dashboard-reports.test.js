@@ -124,3 +124,44 @@ test('an Admin creates a report, sends it now and opens the run from the history
   await page.getByRole('link', { name: 'Morning numbers' }).waitFor();
   await d.checkPage(page, 'reports');
 });
+
+test('Add recipient and Remove: a report with three recipients in one save', async (t) => {
+  const page = await d.signIn(browser, postern, t, USER);
+  await page.getByRole('link', { name: 'Browser test' }).first().click();
+  await page.waitForURL(/\/dashboard\/sites\/[0-9a-f-]{36}$/);
+  await d.submit(page, page.getByRole('navigation', { name: 'Site' }).getByRole('link', { name: 'Reports' }));
+  const siteId = new URL(page.url()).pathname.split('/')[3];
+  assert.equal(await page.getByText('Need more rows? Save, and the page offers two more.').isVisible(), false, 'the script replaces the no-script hint');
+
+  await page.getByLabel('Name', { exact: true }).fill('Team digest');
+  await page.getByLabel('Type', { exact: true }).selectOption('weekly');
+  await page.getByLabel('E-mail of recipient 1').fill('ana@example.com');
+  await page.getByLabel('Role of recipient 1').selectOption('admin');
+  await page.getByLabel('E-mail of recipient 2').fill('bob@example.com');
+  await page.getByRole('button', { name: 'Add recipient' }).click();
+  assert.equal(await page.getByLabel('E-mail of recipient 3').evaluate((el) => el === document.activeElement), true, 'the new row has the focus');
+  await page.getByLabel('E-mail of recipient 3').fill('cleo@example.com');
+  await page.getByRole('button', { name: 'Add recipient' }).click();
+  await page.getByLabel('E-mail of recipient 4').fill('dan@example.com');
+  await page.getByLabel('Role of recipient 4').selectOption('admin');
+  await d.checkPage(page, 'reports-recipients');
+  await d.assertTabReaches(page, [page.getByRole('button', { name: 'Add recipient' }), page.getByRole('button', { name: 'Remove recipient 4' })], 'recipients');
+
+  // Removing the second row renumbers the others.
+  await page.getByRole('button', { name: 'Remove recipient 2' }).click();
+  assert.equal(await page.getByLabel(/^E-mail of recipient \d$/).count(), 3);
+  assert.equal(await page.getByLabel('E-mail of recipient 2').inputValue(), 'cleo@example.com');
+  assert.equal(await page.getByLabel('E-mail of recipient 3').inputValue(), 'dan@example.com');
+  assert.equal(await page.getByLabel('Role of recipient 3').inputValue(), 'admin');
+
+  await d.submit(page, page.getByRole('button', { name: 'Create report' }));
+  assert.match(page.url(), /\/reports\/[0-9a-f-]{36}\?created=1$/);
+  const api = d.keyOf(postern, USER.account);
+  const report = (await api.get(`/v1/sites/${siteId}/reports`)).body.reports.find((r) => r.name === 'Team digest');
+  assert.deepEqual(report.recipients, [
+    { email: 'ana@example.com', role: 'admin' },
+    { email: 'cleo@example.com', role: 'reader' },
+    { email: 'dan@example.com', role: 'admin' },
+  ], 'three recipients in one save, the removed one left out');
+  d.clean(page);
+});

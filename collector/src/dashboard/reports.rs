@@ -367,6 +367,7 @@ fn choices(integrations: &[Integration]) -> minijinja::Value {
         events => EventType::ALL.map(EventType::as_str),
         weekdays => WEEKDAYS.map(weekday_name),
         roles => [Role::Admin, Role::Reader].map(Role::as_str),
+        max_recipients => analytics::report::config::MAX_RECIPIENTS,
         formats => ["html", "pdf", "csv", "json"],
         slack => of_kind(Kind::Slack),
         webhook => of_kind(Kind::Webhook),

@@ -440,3 +440,30 @@ fn another_accounts_admin_finds_neither_the_report_nor_its_runs() {
     assert_eq!(app.get(&format!("/v1/sites/{site}/reports/{rid}/runs")).body["total"], 1, "nothing was sent");
     app.get(&format!("/v1/sites/{site}/reports/{rid}")).expect(200);
 }
+
+#[test]
+fn the_report_form_has_add_and_remove_for_scripts_and_takes_any_number_of_rows_in_one_save() {
+    let app = TestApp::spawn();
+    create_user(&app, "ann@example.com", "admin");
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let mut b = Browser::new(&app);
+    b.login("ann@example.com");
+    let page = b.get(&reports_path(&site));
+    page.expect(200);
+    // Hidden until the script shows them; without it the hint about saving stays.
+    assert!(page.text.contains("<button type=\"button\" class=\"secondary small\" data-add-recipient hidden>Add recipient</button>"), "{}", page.text);
+    assert_eq!(page.text.matches("data-remove-recipient hidden>Remove<span class=\"visually-hidden\"> recipient ").count(), 2);
+    assert!(page.text.contains("data-max=\"50\"") && page.text.contains("<small data-without-script>Need more rows?"));
+
+    // What the script adds are more rows of the same fields: five in one save.
+    let token = csrf(&page);
+    let emails = ["a@example.com", "b@example.com", "c@example.com", "d@example.com", "e@example.com"];
+    let mut form = vec![("csrf", token.as_str()), ("name", "Many"), ("type", "daily"), ("time", "07:00"), ("channels", "email"), ("format", "html")];
+    for e in &emails {
+        form.extend([("recipient_email", *e), ("recipient_role", "reader")]);
+    }
+    let a = b.post(&reports_path(&site), &form);
+    assert_eq!(a.status, 303, "{}", a.text);
+    let saved: Vec<String> = api_reports(&app, &site)[0]["recipients"].as_array().unwrap().iter().map(|r| r["email"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(saved, emails);
+}

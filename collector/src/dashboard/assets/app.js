@@ -14,3 +14,65 @@ document.addEventListener("submit", (event) => {
   const message = event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
 });
+
+// Report forms: "Add recipient" and a Remove button per row. Without script
+// the form offers blank rows and more after each save; the rows post the same
+// fields either way, so the server sees no difference.
+for (const list of document.querySelectorAll("[data-recipients]")) {
+  const fieldset = list.closest("fieldset");
+  const add = fieldset.querySelector("[data-add-recipient]");
+  const max = Number(list.dataset.max);
+  const rows = () => [...list.querySelectorAll(".recipient")];
+  // Numbers a row's labels, ids and error hints as row `i` (from 0).
+  const number = (row, i) => {
+    for (const [kind, text] of [["email", "E-mail"], ["role", "Role"]]) {
+      const control = row.querySelector(`[name=recipient_${kind}]`);
+      const old = control.id;
+      const id = `recipient_${kind}_${i}`;
+      const label = row.querySelector(`label[for="${old}"]`);
+      label.textContent = `${text} of recipient ${i + 1}`;
+      label.htmlFor = id;
+      const hint = row.querySelector(`[id="${old}-error"]`);
+      if (hint) hint.id = `${id}-error`;
+      const described = control.getAttribute("aria-describedby");
+      if (described) control.setAttribute("aria-describedby", described.replace(`${old}-error`, `${id}-error`));
+      control.id = id;
+    }
+    row.querySelector("[data-remove-recipient] .visually-hidden").textContent = ` recipient ${i + 1}`;
+  };
+  const update = () => { add.disabled = rows().length >= max; };
+  add.addEventListener("click", () => {
+    const last = rows().at(-1);
+    const row = last.cloneNode(true);
+    for (const hint of row.querySelectorAll(".field-error")) hint.remove();
+    for (const control of row.querySelectorAll("input, select")) {
+      control.removeAttribute("aria-invalid");
+      control.removeAttribute("aria-describedby");
+    }
+    row.querySelector("[name=recipient_email]").value = "";
+    row.querySelector("[name=recipient_role]").value = "reader";
+    last.after(row);
+    number(row, rows().length - 1);
+    update();
+    row.querySelector("[name=recipient_email]").focus();
+  });
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-remove-recipient]");
+    if (!button) return;
+    const row = button.closest(".recipient");
+    if (rows().length === 1) {
+      // The last row stays, emptied: "Add recipient" copies it.
+      row.querySelector("[name=recipient_email]").value = "";
+      row.querySelector("[name=recipient_email]").focus();
+      return;
+    }
+    const next = row.nextElementSibling || row.previousElementSibling;
+    row.remove();
+    rows().forEach(number);
+    update();
+    next.querySelector("[name=recipient_email]").focus();
+  });
+  for (const button of fieldset.querySelectorAll("[data-remove-recipient], [data-add-recipient]")) button.hidden = false;
+  for (const note of fieldset.querySelectorAll("[data-without-script]")) note.hidden = true;
+  update();
+}
