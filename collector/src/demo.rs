@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 
 use analytics::accounts::{self, Role};
+use analytics::report::{self, Draft, Trigger};
 use analytics::model::{BlockerType, Device, EventType, NewEvent, Scope, Site};
 use analytics::sites::{self, NewSite};
 use chrono::{DateTime, Duration, Utc};
@@ -23,6 +24,8 @@ const KEY_NAME: &str = "demo";
 const HISTORY_DAYS: i64 = 35;
 const SESSIONS_PER_DAY: u32 = 600;
 const EVENTS_PER_WRITE: usize = 500;
+/// The seeded report's past runs (its weekly occurrences within the history).
+const REPORT_RUNS: usize = 4;
 
 /// Seeds the demo (once) and returns the demo site's id.
 pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<uuid::Uuid> {
@@ -70,6 +73,8 @@ pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<uuid::Uui
             ctx.writer.ingest(chunk.to_vec()).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
         }
         tracing::info!(events = total, days = HISTORY_DAYS, "demo history seeded");
+        let runs = seed_report(ctx, &site, now).await?;
+        tracing::info!(runs, "demo report seeded");
     }
 
     let host = if addr.ip().is_unspecified() { SocketAddr::from(([127, 0, 0, 1], addr.port())) } else { addr };
@@ -90,6 +95,47 @@ pub async fn start(ctx: &AppState, addr: SocketAddr) -> anyhow::Result<uuid::Uui
          curl -H \"Authorization: Bearer $POSTERN_KEY\" '{base}/v1/events/sites/{id}?event_type=conversion_allowlist&limit=5'\n"
     );
     Ok(id)
+}
+
+/// A weekly e-mail report to the demo user, as if made when the history
+/// began, with a run stored for each of its occurrences since (the latest
+/// included, so the scheduler owes nothing at start-up). The runs are
+/// generated from the seeded history like any run, but handed to no outbox:
+/// the demo needs no mail server and no delivery fails. The next occurrence
+/// after start-up is generated and sent like any other.
+async fn seed_report(ctx: &AppState, site: &Site, now: DateTime<Utc>) -> anyhow::Result<usize> {
+    let api_err = |e: crate::error::ApiError| anyhow::anyhow!("{}", e.message);
+    let body = json!({
+        "name": "Weekly numbers",
+        "type": "weekly",
+        "recipients": [{"email": USER_EMAIL, "role": "Admin"}],
+        "channels": ["email"],
+        "format": "pdf",
+    });
+    let draft = Draft::from_json(body.as_object().expect("an object"), None).map_err(|e| anyhow::anyhow!("the demo report: {}", e.message))?;
+    let (site_id, since) = (site.id, now - Duration::days(HISTORY_DAYS));
+    let config = ctx.writer.apply(move |c| report::create(c, site_id, draft, since)).await.map_err(api_err)?;
+    let mut occurrences = Vec::new();
+    let mut at = now;
+    while let Some(o) = config.due(site, at).filter(|_| occurrences.len() < REPORT_RUNS) {
+        at = o.at - Duration::seconds(1);
+        occurrences.push(o);
+    }
+    let count = occurrences.len();
+    for o in occurrences.into_iter().rev() {
+        let (site, config) = (site.clone(), config.clone());
+        let period = config.period_on(&site, o.date);
+        let doc = ctx.read(move |c| report::build(c, &site, &config, &period, Trigger::Schedule, Some(o.at), o.at)).await.map_err(api_err)?;
+        ctx.writer
+            .apply(move |c| {
+                report::insert_run(c, &doc, Some(o.date), o.at)?;
+                // Handed over (to nothing): never picked up for delivery later.
+                report::mark_enqueued(c, doc.id, o.at)
+            })
+            .await
+            .map_err(api_err)?;
+    }
+    Ok(count)
 }
 
 /// Synthetic sessions: more traffic in the evening and on weekdays, ad

@@ -240,3 +240,18 @@ test('exports: each format downloads through the page with the expected content'
   assert.deepEqual(names.trim().split('\n'), ['metrics.csv', 'metrics.json', 'events.jsonl', 'report-runs.jsonl', 'manifest.json']);
   d.clean(page);
 });
+
+test('the demo\'s Reports tab starts with a weekly report and its past runs', async (t) => {
+  const page = await d.signIn(browser, postern, t, user);
+  await page.getByRole('link', { name: 'The Daily Courier' }).click();
+  await d.submit(page, page.getByRole('navigation', { name: 'Site' }).getByRole('link', { name: 'Reports' }));
+  await d.submit(page, page.getByRole('link', { name: 'Weekly numbers' }));
+  const rows = page.locator('#runs-table tbody tr');
+  assert.equal(await rows.count(), 4, 'four weeks of runs');
+  for (const text of await rows.allInnerTexts()) assert.match(text, /not sent: part of the demo's seeded history/);
+  await d.checkPage(page, 'demo-report');
+  await d.submit(page, rows.first().getByRole('link', { name: /^View/ }));
+  assert.match(await page.locator('h1').innerText(), /^Weekly numbers — /);
+  assert.match(await page.locator('body').innerText(), /Sessions/);
+  d.clean(page);
+});

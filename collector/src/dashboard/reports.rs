@@ -507,6 +507,9 @@ async fn render_report(
         errors => FieldError::view(error.as_ref()),
         error => error.map(|e| e.message),
         choices => choices(&integrations),
+        // `serve --demo` stores past runs of a report with recipients but hands
+        // them to no outbox: only those runs have recipients and no deliveries.
+        demo_history => ctx.demo_site.get() == Some(&site.id) && !config.draft.spec.recipients.is_empty(),
         created => notices.created,
         saved => notices.saved,
         sent => sent,

@@ -72,7 +72,7 @@ impl<'a> Browser<'a> {
     }
 
     /// Signs in through the login form; returns the final answer of the POST.
-    fn login_as(&mut self, email: &str, password: &str) -> Answer {
+    pub(crate) fn login_as(&mut self, email: &str, password: &str) -> Answer {
         let page = self.get("/dashboard/login");
         page.expect(200);
         let csrf = csrf(&page);

@@ -442,6 +442,54 @@ fn another_accounts_admin_finds_neither_the_report_nor_its_runs() {
 }
 
 #[test]
+fn the_demo_starts_with_a_weekly_report_and_its_past_runs_sent_nowhere() {
+    let app = TestApp::spawn_with(&["--demo", "--rate-limit-api", "0", "--rate-limit-ingest", "0"]);
+    let site = {
+        let page = app.get("/demo/");
+        page.text.split("data-site-id=\"").nth(1).and_then(|r| r.split('"').next()).expect("the demo site's id").to_owned()
+    };
+    let mut b = Browser::new(&app);
+    let a = b.login_as("demo@postern.local", "postern-demo");
+    assert_eq!(a.status, 303, "the demo user signs in: {}", a.text);
+
+    let list = b.get(&reports_path(&site));
+    list.expect(200);
+    assert!(list.text.contains("Weekly numbers"), "the Reports tab lists the demo report:\n{}", list.text);
+    let marker = format!("href=\"{}/", reports_path(&site));
+    let rid = list.text.split(&marker).nth(1).and_then(|r| r.split('"').next()).expect("a link to the report").to_owned();
+    let report_url = format!("{}/{rid}", reports_path(&site));
+
+    // Start-up ran the scheduler: the seeded runs left it nothing to send.
+    crate::reports::wait_for_pass(&app);
+    let page = b.get(&report_url);
+    page.expect(200);
+    let facts = page.text.split("<dl class=\"facts\">").nth(1).unwrap().split("</dl>").next().unwrap();
+    assert!(facts.contains("demo@postern.local") && facts.contains("Every Monday"), "a weekly e-mail to the demo user: {facts}");
+    let runs = table_rows(&page, "runs-table");
+    assert_eq!(runs.len(), 4, "four weeks of runs: {runs:?}");
+    for run in &runs {
+        assert!(run.iter().any(|c| c == "not sent: part of the demo's seeded history"), "no delivery, none failing: {run:?}");
+    }
+    assert!(!page.text.contains("badge pending") && !page.text.contains("badge failed"));
+
+    // Every run renders: the page, the PDF and the JSON, with figures of the seeded history.
+    let run_ids: Vec<String> = page.text.split(&format!("{report_url}/runs/")).skip(1).map(|r| r.split('?').next().unwrap().to_owned()).collect();
+    assert!(!run_ids.is_empty());
+    let run = &run_ids[0];
+    let html = b.get(&format!("{report_url}/runs/{run}?format=html"));
+    html.expect(200);
+    assert!(html.text.contains("Weekly numbers") && html.text.contains("Sessions"), "{}", html.text);
+    let pdf = b.get(&format!("{report_url}/runs/{run}?format=pdf"));
+    pdf.expect(200);
+    assert!(pdf.text.starts_with("%PDF-"));
+    let json = b.get(&format!("{report_url}/runs/{run}?format=json"));
+    json.expect(200);
+    assert_eq!(json.body["type"], "weekly");
+    assert_eq!(json.body["trigger"], "schedule");
+    assert!(json.body["weekly"]["kpis"]["sessions"].as_u64().unwrap_or(0) > 1000, "a week of the demo's traffic: {}", json.body);
+}
+
+#[test]
 fn the_report_form_has_add_and_remove_for_scripts_and_takes_any_number_of_rows_in_one_save() {
     let app = TestApp::spawn();
     create_user(&app, "ann@example.com", "admin");

@@ -35,7 +35,7 @@ fn runs(app: &TestApp, site: &str, report: &Value) -> Vec<Value> {
 }
 
 /// Waits until the scheduler has completed a pass since the (re)start.
-fn wait_for_pass(app: &TestApp) {
+pub(crate) fn wait_for_pass(app: &TestApp) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let a = app.send(app.request(reqwest::Method::GET, "/metrics"));
