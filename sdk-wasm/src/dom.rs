@@ -3,7 +3,7 @@
 
 use alloc::string::String;
 
-use js_sys::{Function, Promise};
+use js_sys::Function;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
@@ -136,28 +136,28 @@ enum Until {
     Parsed,
 }
 
-/// A promise that the browser's own timers and events resolve, so waiting
-/// costs no Rust closure (and one `Promise::new` callback for all waits).
+/// The browser's own timers and events resume the waiting job (`task::park`),
+/// so waiting costs no Rust closure.
 async fn wait(until: Until) {
     let Ok(w) = window() else { return };
-    let p = Promise::new(&mut |resolve, _| {
+    let _ = crate::task::park(|resolve| {
         let scheduled = match until {
-            Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms as i32).is_ok(),
+            Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, ms as i32).is_ok(),
             Until::Idle => {
                 // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
                 let idle = crate::js::get(&w, "requestIdleCallback").dyn_into::<Function>().ok();
                 let opts = js_sys::Object::new();
                 crate::js::set(&opts, "timeout", &JsValue::from_f64(2000.0));
-                idle.is_some_and(|f| f.call2(&w, &resolve, &opts).is_ok())
+                idle.is_some_and(|f| f.call2(&w, resolve, &opts).is_ok())
             }
             // The event bubbles from the document to the window.
-            Until::Parsed => w.add_event_listener_with_callback_and_bool("DOMContentLoaded", &resolve, false).is_ok(),
+            Until::Parsed => w.add_event_listener_with_callback_and_bool("DOMContentLoaded", resolve, false).is_ok(),
         };
         if !scheduled {
-            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, 0);
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0);
         }
-    });
-    let _ = crate::task::settle(p).await;
+    })
+    .await;
 }
 
 pub async fn sleep(ms: u32) {

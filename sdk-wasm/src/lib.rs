@@ -115,15 +115,21 @@ fn js_err(e: Error) -> JsError {
     JsError::new(e.message())
 }
 
+/// The value, or a JS `Error` with the message thrown to the caller. Thrown
+/// from the exported function itself, with nothing borrowed: a `Result`
+/// return would give each export a shim and the glue a check.
+fn or_throw<T>(r: Result<T>) -> T {
+    r.unwrap_or_else(|e| wasm_bindgen::throw_str(e.message()))
+}
+
 /// Starts the SDK for a site: session, `pageview`, then detection once the
 /// page is idle. A second call is ignored.
 #[wasm_bindgen]
-pub fn init(options: JsValue) -> core::result::Result<(), JsError> {
+pub fn init(options: JsValue) {
     if SDK.0.borrow().is_some() {
-        return Ok(());
+        return;
     }
-    let opts = Options::from_js(&options).ok_or_else(|| js_err(Error::BadOptions))?;
-    Sdk::start(opts).map_err(js_err)
+    or_throw(Options::from_js(&options).ok_or(Error::BadOptions).and_then(Sdk::start));
 }
 
 /// Runs a detection now; resolves to `{blocked, blockerType}`.
@@ -136,19 +142,19 @@ pub fn check() -> Promise {
 }
 
 #[wasm_bindgen(js_name = getSessionId)]
-pub fn get_session_id() -> core::result::Result<String, JsError> {
-    sdk().map(|s| s.session.borrow().id.clone()).map_err(js_err)
+pub fn get_session_id() -> String {
+    or_throw(sdk()).session.borrow().id.clone()
 }
 
 /// Shows the wall whatever the detection says; its events carry `debug: true`.
 #[wasm_bindgen(js_name = forceDisplay)]
-pub fn force_display() -> core::result::Result<(), JsError> {
-    sdk().map(|s| s.spawn(Task::Force)).map_err(js_err)
+pub fn force_display() {
+    or_throw(sdk()).spawn(Task::Force);
 }
 
 #[wasm_bindgen]
-pub fn hide() -> core::result::Result<(), JsError> {
-    sdk().map(|s| drop(s.shown.replace(None))).map_err(js_err)
+pub fn hide() {
+    or_throw(sdk()).shown.replace(None);
 }
 
 /// The SDK's asynchronous work. All of it runs through `run`, one future type.
@@ -201,8 +207,8 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     JsValue::UNDEFINED
 }
 
-/// Every DOM event the SDK listens to: the page's `pagehide` and
-/// `visibilitychange`, the wall's clicks and keys.
+/// Every DOM event the SDK listens to (through `task::listener`): the page's
+/// `pagehide` and `visibilitychange`, the wall's clicks and keys.
 fn on_event(e: Event) {
     let Ok(s) = sdk() else { return };
     match js::prop_str(&e, "type").as_str() {
@@ -254,7 +260,7 @@ struct Sdk {
     walls: Cell<u32>,
     inflight: Slot<Option<Promise>>,
     /// `on_event` as a JS function, kept for the SDK's life (the page's).
-    listener: Closure<dyn FnMut(Event)>,
+    listener: Function,
 }
 
 impl Sdk {
@@ -285,7 +291,7 @@ impl Sdk {
             shown: Slot::new(None),
             walls: Cell::new(0),
             inflight: Slot::new(None),
-            listener: Closure::new(on_event),
+            listener: task::listener(),
         });
         sdk.save_session();
         *SDK.0.borrow_mut() = Some(sdk.clone());
@@ -298,7 +304,7 @@ impl Sdk {
     }
 
     fn listener(&self) -> &Function {
-        self.listener.as_ref().unchecked_ref()
+        &self.listener
     }
 
     fn spawn(self: &Rc<Self>, t: Task) {

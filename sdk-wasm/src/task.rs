@@ -1,8 +1,14 @@
 //! The SDK's own executor, in place of wasm-bindgen-futures (its queue,
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
-//! only ever waits for one JS promise at a time (`settle`), so the promise
-//! itself resumes the job: it calls the one Rust callback `wake`, bound to
-//! the job's number; no waker is needed and none is used.
+//! only ever waits for one thing at a time (`settle`, `park`), so that thing
+//! itself resumes the job: a promise, a timer or an event calls the one Rust
+//! callback `wake`, bound to the job's number; no waker is needed and none
+//! is used.
+//!
+//! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
+//! the DOM event listener (`listener`), bound to `RESOLVER` the executor of
+//! the promises `spawn_promise` makes. Each distinct Rust closure type costs
+//! an export, shims and glue.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -30,10 +36,13 @@ enum Entry {
 struct Exec {
     jobs: Slot<Vec<Entry>>,
     /// The job being polled, so a `settle` knows whom its promise resumes.
-    current: Cell<usize>,
+    current: Cell<u32>,
     /// What the promise that resumed the current job settled to.
     settled: Slot<Option<Result<JsValue, JsValue>>>,
-    wake: Slot<Option<Closure<dyn FnMut(u32, bool, JsValue)>>>,
+    /// The resolve function `new Promise` just handed to `wake`.
+    resolver: Slot<Option<Function>>,
+    /// `Fn`, not `FnMut`: `wake` is re-entered when a job makes a promise.
+    wake: Slot<Option<Closure<dyn Fn(u32, bool, JsValue)>>>,
 }
 
 // SAFETY: wasm32 without the `atomics` feature runs on one thread only.
@@ -43,8 +52,14 @@ static EXEC: Exec = Exec {
     jobs: Slot::new(Vec::new()),
     current: Cell::new(0),
     settled: Slot::new(None),
+    resolver: Slot::new(None),
     wake: Slot::new(None),
 };
+
+/// `wake`'s first argument when it is not a job: a DOM event…
+const EVENT: u32 = u32::MAX;
+/// …or the resolve function of a promise being made.
+const RESOLVER: u32 = u32::MAX - 1;
 
 #[wasm_bindgen]
 extern "C" {
@@ -53,18 +68,30 @@ extern "C" {
     type Thenable;
     #[wasm_bindgen(method)]
     fn then(this: &Thenable, fulfilled: &Function, rejected: &Function);
+
+    /// `new Promise(executor)` with a plain function (js-sys's takes a Rust closure).
+    #[wasm_bindgen(js_name = Promise)]
+    type PromiseClass;
+    #[wasm_bindgen(constructor, js_class = "Promise")]
+    fn new(executor: &Function) -> PromiseClass;
 }
 
-/// `wake` bound to a job and an outcome, as a JS function of the value.
-fn resumer(job: usize, ok: bool) -> Function {
+/// `wake` bound to a job (or `EVENT`, `RESOLVER`) and an outcome, as a JS function of the value.
+fn resumer(job: u32, ok: bool) -> Function {
     let mut w = EXEC.wake.borrow_mut();
     let w = w.get_or_insert_with(|| Closure::new(wake));
     let f: &Function = w.as_ref().unchecked_ref();
-    f.bind2(&JsValue::NULL, &JsValue::from_f64(job as f64), &JsValue::from_bool(ok)).unchecked_into()
+    f.bind2(&JsValue::NULL, &JsValue::from_f64(f64::from(job)), &JsValue::from_bool(ok)).unchecked_into()
+}
+
+/// The DOM event listener: calls `crate::on_event`. Make it once and keep
+/// it, so that it can be removed again.
+pub fn listener() -> Function {
+    resumer(EVENT, true)
 }
 
 /// Resumes job `job` once `p` settles.
-fn resume_on(p: &Promise, job: usize) {
+fn resume_on(p: &Promise, job: u32) {
     p.unchecked_ref::<Thenable>().then(&resumer(job, true), &resumer(job, false));
 }
 
@@ -86,23 +113,28 @@ pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Funct
             }
         }
     };
-    resume_on(&Promise::resolve(&JsValue::UNDEFINED), n);
+    resume_on(&Promise::resolve(&JsValue::UNDEFINED), n as u32);
 }
 
 /// Like `spawn`, and a promise of the job's output.
 pub fn spawn_promise(job: impl Future<Output = JsValue> + 'static) -> Promise {
-    let mut resolve = None;
-    let p = Promise::new(&mut |r, _| resolve = Some(r));
-    spawn(job, resolve);
+    // The executor runs at once: `wake(RESOLVER, true, resolve, reject)`.
+    let p: Promise = PromiseClass::new(&resumer(RESOLVER, true)).unchecked_into();
+    spawn(job, EXEC.resolver.replace(None));
     p
 }
 
 fn wake(job: u32, ok: bool, value: JsValue) {
+    match job {
+        EVENT => return crate::on_event(value.unchecked_into()),
+        RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),
+        _ => {}
+    }
     let n = job as usize;
     let taken = EXEC.jobs.borrow_mut().get_mut(n).map(|e| core::mem::replace(e, Entry::Polling));
     let Some(Entry::Parked(mut fut, resolve)) = taken else { return };
     EXEC.settled.replace(Some(if ok { Ok(value) } else { Err(value) }));
-    EXEC.current.set(n);
+    EXEC.current.set(job);
     let entry = match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
             if let Some(r) = resolve {
@@ -119,22 +151,29 @@ fn wake(job: u32, ok: bool, value: JsValue) {
 }
 
 /// Waits for a promise: its value, or what it was rejected with.
-pub fn settle(p: Promise) -> Settle {
-    Settle(Some(p))
+pub fn settle(p: Promise) -> Park<impl FnOnce(u32) + Unpin> {
+    Park(Some(move |job| resume_on(&p, job)))
 }
 
-pub struct Settle(Option<Promise>);
+/// Waits until the function `schedule` is given is called (once: by a
+/// timer, an idle callback, an event), for what it was called with.
+pub fn park(schedule: impl FnOnce(&Function) + Unpin) -> Park<impl FnOnce(u32) + Unpin> {
+    Park(Some(move |job| schedule(&resumer(job, true))))
+}
 
-impl Future for Settle {
+/// A job waiting for one call of its `wake`; `F` arranges that call.
+pub struct Park<F>(Option<F>);
+
+impl<F: FnOnce(u32) + Unpin> Future for Park<F> {
     type Output = Result<JsValue, JsValue>;
 
     fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         match self.0.take() {
-            Some(p) => {
-                resume_on(&p, EXEC.current.get());
+            Some(schedule) => {
+                schedule(EXEC.current.get());
                 Poll::Pending
             }
-            // Polled again: only the promise's own callback polls this job.
+            // Polled again: only the `wake` it arranged polls this job.
             None => Poll::Ready(EXEC.settled.replace(None).unwrap_or(Err(JsValue::UNDEFINED))),
         }
     }
