@@ -85,17 +85,31 @@ pub const STILL_BLOCKED: &str = "Your blocker still blocks this site. Follow the
 pub const CANNOT_CHECK: &str = "We could not check just now. Please try again.";
 pub const CHECKING: &str = "Checking\u{2026}";
 
+/// Appends `s` with the characters that mean something in HTML replaced,
+/// copying the text between them whole (pushing `char`s one by one brings
+/// in UTF-8 encoding code).
 pub fn escape(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
+    let mut rest = s;
+    while let Some((before, special, after)) = cut_special(rest) {
+        out.push_str(before);
+        out.push_str(match special {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            _ => "&#39;",
+        });
+        rest = after;
     }
+    out.push_str(rest);
+}
+
+/// `s` cut around its first `&`, `<`, `>`, `"` or `'`.
+fn cut_special(s: &str) -> Option<(&str, u8, &str)> {
+    let (i, b) = s.bytes().enumerate().find(|(_, b)| matches!(b, b'&' | b'<' | b'>' | b'"' | b'\''))?;
+    // SAFETY: `i` is the index of an ASCII byte of `s`, so both sides of it
+    // are whole UTF-8 sequences and `i + 1 <= s.len()`.
+    unsafe { Some((s.get_unchecked(..i), b, s.get_unchecked(i + 1..))) }
 }
 
 /// Only web links: a site's config must not be able to plant `javascript:`.
@@ -175,8 +189,9 @@ impl Wall {
         dom::listen(&w, "keydown", listener, true);
         let wall = Wall { host, root, saved_overflow, listener: listener.clone() };
         if wall.modal() {
-            if let Some(b) = wall.find("[data-a=recheck]").and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
-                let _ = b.focus();
+            // The wall's controls are its own HTML elements: no `instanceof` check needed.
+            if let Some(b) = wall.find("[data-a=recheck]") {
+                let _ = b.unchecked_into::<HtmlElement>().focus();
             }
         }
         Ok(wall)
@@ -243,9 +258,9 @@ impl Wall {
             (false, _) => Some(0),
             (true, Some(_)) => None,
         };
-        if let Some(el) = next.and_then(|i| list.get(i)).and_then(|e| e.dyn_into::<HtmlElement>().ok()) {
+        if let Some(el) = next.and_then(|i| list.get(i)) {
             k.prevent_default();
-            let _ = el.focus();
+            let _ = el.unchecked_into::<HtmlElement>().focus();
         }
     }
 }
