@@ -145,7 +145,8 @@ async fn wait(until: Until) {
             Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, ms as i32).is_ok(),
             Until::Idle => {
                 // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
-                let idle = crate::js::get(&w, "requestIdleCallback").dyn_into::<Function>().ok();
+                let idle = crate::js::get(&w, "requestIdleCallback");
+                let idle = (!idle.is_undefined()).then(|| idle.unchecked_into::<Function>());
                 let opts = js_sys::Object::new();
                 crate::js::set(&opts, "timeout", &JsValue::from_f64(2000.0));
                 idle.is_some_and(|f| f.call2(&w, resolve, &opts).is_ok())

@@ -216,7 +216,7 @@ impl Wall {
     pub fn toggle_help(&self) -> bool {
         let (Some(list), Some(button)) = (self.find("#h"), self.find("[data-a=help]")) else { return false };
         // `hidden` and `ariaExpanded` reflect the attributes.
-        let opening = js::prop(&list, "hidden").is_truthy();
+        let opening = js::prop(&list, "hidden").as_bool() == Some(true);
         js::set(&list, "hidden", &JsValue::from_bool(!opening));
         js::set_str(&button, "ariaExpanded", if opening { "true" } else { "false" });
         opening
@@ -251,16 +251,16 @@ impl Wall {
             return;
         }
         let active: JsValue = self.root.active_element().into();
-        let at = (0..n).find(|&i| list.get(i).is_some_and(|el| JsValue::from(el) == active));
+        let at = (0..n).find(|&i| js::at(&list, i) == active);
         let next = match (k.shift_key(), at) {
             (true, None | Some(0)) => Some(n - 1),
             (false, Some(i)) if i + 1 < n => None,
             (false, _) => Some(0),
             (true, Some(_)) => None,
         };
-        if let Some(el) = next.and_then(|i| list.get(i)) {
+        if let Some(i) = next {
             k.prevent_default();
-            let _ = el.unchecked_into::<HtmlElement>().focus();
+            let _ = js::at(&list, i).unchecked_into::<HtmlElement>().focus();
         }
     }
 }
