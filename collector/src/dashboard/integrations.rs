@@ -14,7 +14,7 @@ use uuid::Uuid;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{page, redirect, Flash, Form, Viewer};
+use super::{admin_change, page, redirect, Flash, Form, Viewer};
 use crate::api::integrations::{mask_url, parse_email, parse_events, parse_url};
 use crate::delivery::{self, EVENTS};
 use crate::error::ApiError;
@@ -132,10 +132,7 @@ fn parse(form: &Form) -> Result<(Kind, String, String, Vec<String>), ApiError> {
 /// POST /dashboard/sites/:id/integrations — then 303 to the list, which
 /// shows the signing secret once.
 pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
     let (kind, name, target, events) = match parse(&form) {
         Ok(v) => v,
@@ -173,9 +170,7 @@ pub async fn integrations_test(
     viewer: Result<Viewer, ApiError>,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
     let (site_id, site_seq) = (site.id, site.seq);
     let (anchor, iseq) = (integration.id, integration.seq);
@@ -201,9 +196,7 @@ pub async fn integrations_delete(
     viewer: Result<Viewer, ApiError>,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
     let (seq, iid) = (site.seq, integration.id);
     ctx.writer.apply(move |c| integrations::delete(c, seq, iid, Utc::now())).await?;

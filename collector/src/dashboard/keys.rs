@@ -8,7 +8,7 @@ use http::StatusCode;
 use uuid::Uuid;
 use warp::reply::Response;
 
-use super::{page, redirect, Flash, Form, Viewer};
+use super::{admin_change, page, redirect, Flash, Form, Viewer};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
@@ -56,10 +56,7 @@ pub async fn keys_page(ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Res
 /// page, which shows the secret once (a reload shows it no more and creates
 /// no other key); after that only its prefix is ever shown.
 pub async fn keys_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let name = form.text("name").unwrap_or("API key").to_owned();
     if name.chars().count() > MAX_NAME_LEN {
         return render(&ctx, &viewer, StatusCode::BAD_REQUEST, None, Some(format!("The name is longer than {MAX_NAME_LEN} characters."))).await;
@@ -77,9 +74,7 @@ pub async fn keys_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resul
 
 /// POST /dashboard/settings/api/keys/:id/revoke
 pub async fn keys_revoke(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let id = Uuid::parse_str(&id).map_err(|_| ApiError::not_found("id", "no API key with this id"))?;
     let account = viewer.account_id();
     ctx.writer.apply(move |c| accounts::revoke_key(c, account, id, Utc::now())).await?;

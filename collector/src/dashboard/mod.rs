@@ -107,6 +107,17 @@ impl Viewer {
     }
 }
 
+/// The start of every change: a signed-in viewer, the form (413 past the
+/// limit), its CSRF token, then the role (Admin), each refused with its own
+/// error in that order.
+fn admin_change(viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<(Viewer, Form), ApiError> {
+    let viewer = viewer?;
+    let form = form?;
+    viewer.check_csrf(&form)?;
+    viewer.require_admin()?;
+    Ok((viewer, form))
+}
+
 fn csrf_refused() -> ApiError {
     ApiError::forbidden(Some("csrf"), "csrf", "the form's security token is missing or stale; reload the page and try again")
 }

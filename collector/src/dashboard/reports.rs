@@ -24,7 +24,7 @@ use uuid::Uuid;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{page, redirect, Form, Viewer};
+use super::{admin_change, page, redirect, Form, Viewer};
 use crate::api::Query;
 use crate::error::ApiError;
 use crate::reports::{self, render};
@@ -417,10 +417,7 @@ pub async fn reports_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>
 
 /// POST /dashboard/sites/:id/reports
 pub async fn reports_create(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
     let typed = ReportForm::from_form(&form);
     let draft = match typed.draft(None) {
@@ -535,10 +532,7 @@ pub async fn report_save(
     viewer: Result<Viewer, ApiError>,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let (site, config) = report_of(&ctx, &viewer, &id, &rid).await?;
     let typed = ReportForm::from_form(&form);
     let draft = match typed.draft(Some(&config.draft)) {
@@ -561,9 +555,7 @@ pub async fn report_send(
     viewer: Result<Viewer, ApiError>,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let (site, config) = report_of(&ctx, &viewer, &id, &rid).await?;
     let (site_id, config_id) = (site.id, config.id);
     let run = reports::send_now(&ctx, site, config).await?;
@@ -578,9 +570,7 @@ pub async fn report_delete(
     viewer: Result<Viewer, ApiError>,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let (site, config) = report_of(&ctx, &viewer, &id, &rid).await?;
     let (site_id, config_id, now) = (site.id, config.id, ctx.config.now());
     ctx.writer.apply(move |c| report::delete(c, site_id, config_id, now)).await?;

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{form_error, page, redirect, Form, Viewer};
+use super::{admin_change, form_error, page, redirect, Form, Viewer};
 use crate::api::{parse_domain, parse_name, parse_revenue, parse_status, parse_timezone, Query};
 use crate::error::ApiError;
 use crate::state::Ctx;
@@ -86,10 +86,7 @@ pub async fn settings_save(
     headers: HeaderMap,
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
     let changes = match changes(&form) {
         Ok(c) => c,
@@ -110,9 +107,7 @@ pub async fn settings_save(
 
 /// POST /dashboard/sites/:id/delete
 pub async fn site_delete(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    viewer.check_csrf(&form?)?;
-    viewer.require_admin()?;
+    let (viewer, _) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
     let (account, site_id) = (viewer.account_id(), site.id);
     ctx.writer.apply(move |c| sites::delete(c, account, site_id, Utc::now())).await?;

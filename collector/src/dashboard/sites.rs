@@ -13,7 +13,7 @@ use serde_json::Value as Json;
 use uuid::Uuid;
 use warp::reply::Response;
 
-use super::{chart, form_error, page, redirect, value, Form, Viewer};
+use super::{admin_change, chart, form_error, page, redirect, value, Form, Viewer};
 use crate::api::analytics::{MAX_DAYS, MAX_HOURLY_DAYS};
 use crate::api::{parse_domain, parse_name, parse_timezone, Query};
 use crate::error::ApiError;
@@ -64,10 +64,7 @@ pub async fn sites_page(ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Re
 
 /// POST /dashboard/sites
 pub async fn sites_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let text = |name: &str| form.get(name).map(|v| Json::String(v.to_owned()));
     let parsed = (|| {
         let name = parse_name(text("name").as_ref())?.ok_or_else(|| ApiError::required("name"))?;

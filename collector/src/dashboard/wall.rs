@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value as Json};
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{page, redirect, Form, Viewer};
+use super::{admin_change, page, redirect, Form, Viewer};
 use crate::api::parse_wall;
 use crate::error::ApiError;
 use crate::state::Ctx;
@@ -65,10 +65,7 @@ pub async fn wall_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, q
 
 /// POST /dashboard/sites/:id/wall
 pub async fn wall_save(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
-    let viewer = viewer?;
-    let form = form?;
-    viewer.check_csrf(&form)?;
-    viewer.require_admin()?;
+    let (viewer, form) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
     let wall = match checked_wall(&site.wall, &form) {
         Ok(w) => w,
