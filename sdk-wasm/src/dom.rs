@@ -50,8 +50,8 @@ pub fn store(key: &str, value: &str) {
 
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
-    if let Ok(c) = window().and_then(|w| w.crypto().map_err(Error::from)) {
-        let _ = c.get_random_values_with_u8_array(&mut bytes);
+    if let Ok(w) = window() {
+        js::dom(&js::prop(&w, "crypto")).get_random_values(&mut bytes);
     }
     bytes
 }
@@ -120,11 +120,11 @@ pub fn document_visible() -> bool {
 }
 
 pub fn listen(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
-    let _ = target.add_event_listener_with_callback_and_bool(kind, f, capture);
+    js::dom(target).add_event_listener(kind, f, capture);
 }
 
 pub fn unlisten(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
-    let _ = target.remove_event_listener_with_callback_and_bool(kind, f, capture);
+    js::dom(target).remove_event_listener(kind, f, capture);
 }
 
 /// What a `wait` waits for.
@@ -142,20 +142,26 @@ async fn wait(until: Until) {
     let Ok(w) = window() else { return };
     let _ = crate::task::park(|resolve| {
         let scheduled = match until {
-            Until::Ms(ms) => w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, ms as i32).is_ok(),
+            Until::Ms(ms) => {
+                js::dom(&w).set_timeout(resolve, ms);
+                true
+            }
             Until::Idle => {
                 // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
                 let idle = crate::js::get(&w, "requestIdleCallback");
                 let idle = (!idle.is_undefined()).then(|| idle.unchecked_into::<Function>());
                 let opts = js_sys::Object::new();
                 crate::js::set(&opts, "timeout", &JsValue::from_f64(2000.0));
-                idle.is_some_and(|f| f.call2(&w, resolve, &opts).is_ok())
+                idle.map(|f| js::dom(&f).call2(&w, resolve, &opts)).is_some()
             }
             // The event bubbles from the document to the window.
-            Until::Parsed => w.add_event_listener_with_callback_and_bool("DOMContentLoaded", resolve, false).is_ok(),
+            Until::Parsed => {
+                listen(&w, "DOMContentLoaded", resolve, false);
+                true
+            }
         };
         if !scheduled {
-            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(resolve, 0);
+            js::dom(&w).set_timeout(resolve, 0);
         }
     })
     .await;
@@ -197,12 +203,13 @@ pub async fn probe_element() -> ElementProbe {
 fn insert_bait() -> Result<HtmlElement> {
     let doc = document()?;
     let body = doc.body().ok_or(Error::NoDom)?;
-    let el: HtmlElement = doc.create_element(bait::TAG)?.unchecked_into();
-    el.set_attribute("class", bait::CLASSES)?;
-    el.set_attribute("id", bait::ID)?;
-    el.set_attribute("style", bait::STYLE)?;
-    el.set_attribute("aria-hidden", "true")?;
-    body.append_child(&el)?;
+    let el = js::dom(&doc).create_element(bait::TAG);
+    let d = js::dom(&el);
+    d.set_attribute("class", bait::CLASSES);
+    d.set_attribute("id", bait::ID);
+    d.set_attribute("style", bait::STYLE);
+    d.set_attribute("aria-hidden", "true");
+    js::dom(&body).append_child(&el);
     Ok(el)
 }
 
@@ -211,8 +218,9 @@ fn is_hidden(el: &HtmlElement) -> bool {
     if el.offset_parent().is_none() || el.offset_height() == 0 || el.offset_width() == 0 {
         return true;
     }
-    let style = window().ok().and_then(|w| w.get_computed_style(el).ok().flatten());
-    style.is_some_and(|s| js::prop_str(&s, "display") == "none" || js::prop_str(&s, "visibility") == "hidden")
+    let Ok(w) = window() else { return false };
+    let s = js::dom(&w).get_computed_style(el);
+    js::prop_str(&s, "display") == "none" || js::prop_str(&s, "visibility") == "hidden"
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! JS objects read and written with Rust strings as keys. js-sys's
+//! The JS the SDK reaches beyond web-sys's typed getters.
+//!
+//! Objects read and written with Rust strings as keys: js-sys's
 //! `Reflect` takes the key as a `JsValue` (one more import call and an
 //! externref to free per access) and checks for an exception each time;
 //! these bindings hand the key over as a string. `Reflect.get` and
@@ -7,7 +9,10 @@
 
 use alloc::string::String;
 
+use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{Element, HtmlElement, ShadowRoot};
 
 #[wasm_bindgen]
 extern "C" {
@@ -59,4 +64,54 @@ pub fn set(o: &JsValue, key: &str, value: &JsValue) {
 /// Sets a property of an object the SDK made to a string.
 pub fn set_str(o: &JsValue, key: &str, value: &str) {
     reflect_set_str(o, key, value);
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// Any browser object, for the calls below: the DOM methods the SDK
+    /// calls with its own constant arguments (tag names, selectors,
+    /// attribute names, listeners), which cannot throw with them. web-sys
+    /// declares each with `catch`: an exception check after every call and
+    /// a wrapper around every import.
+    pub type Dom;
+    #[wasm_bindgen(method, js_name = addEventListener)]
+    pub fn add_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
+    #[wasm_bindgen(method, js_name = removeEventListener)]
+    pub fn remove_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
+    #[wasm_bindgen(method, js_name = appendChild)]
+    pub fn append_child(this: &Dom, child: &JsValue);
+    #[wasm_bindgen(method, js_name = attachShadow)]
+    pub fn attach_shadow(this: &Dom, init: &JsValue) -> ShadowRoot;
+    #[wasm_bindgen(method, js_name = createElement)]
+    pub fn create_element(this: &Dom, tag: &str) -> HtmlElement;
+    #[wasm_bindgen(method, js_name = setAttribute)]
+    pub fn set_attribute(this: &Dom, name: &str, value: &str);
+    #[wasm_bindgen(method)]
+    pub fn focus(this: &Dom);
+    #[wasm_bindgen(method, js_name = querySelector)]
+    pub fn query_selector(this: &Dom, selector: &str) -> Option<Element>;
+    #[wasm_bindgen(method, js_name = querySelectorAll)]
+    pub fn query_selector_all(this: &Dom, selector: &str) -> JsValue;
+    #[wasm_bindgen(method, js_name = getComputedStyle)]
+    pub fn get_computed_style(this: &Dom, element: &JsValue) -> JsValue;
+    #[wasm_bindgen(method, js_name = setTimeout)]
+    pub fn set_timeout(this: &Dom, callback: &Function, ms: u32);
+    #[wasm_bindgen(method, js_name = getRandomValues)]
+    pub fn get_random_values(this: &Dom, bytes: &mut [u8]);
+    #[wasm_bindgen(method, js_name = call)]
+    pub fn call1(this: &Dom, context: &JsValue, arg: &JsValue);
+    #[wasm_bindgen(method, js_name = call)]
+    pub fn call2(this: &Dom, context: &JsValue, a: &JsValue, b: &JsValue);
+    #[wasm_bindgen(method)]
+    pub fn json(this: &Dom) -> Promise;
+    #[wasm_bindgen(method)]
+    pub fn text(this: &Dom) -> Promise;
+    /// Of an object the SDK built from strings and booleans: always a string.
+    #[wasm_bindgen(js_namespace = JSON)]
+    pub fn stringify(value: &JsValue) -> String;
+}
+
+/// `o` seen as a `Dom` for the calls above.
+pub fn dom(o: &JsValue) -> &Dom {
+    o.unchecked_ref()
 }

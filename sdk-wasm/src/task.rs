@@ -138,7 +138,7 @@ fn wake(job: u32, ok: bool, value: JsValue) {
     let entry = match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
             if let Some(r) = resolve {
-                let _ = r.call1(&JsValue::UNDEFINED, &v);
+                crate::js::dom(&r).call1(&JsValue::UNDEFINED, &v);
             }
             Entry::Free
         }

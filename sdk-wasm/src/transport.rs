@@ -10,7 +10,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use js_sys::{Array, Object, Promise, JSON};
+use js_sys::{Array, Object, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use web_sys::{AbortSignal, Response};
@@ -48,7 +48,7 @@ pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &
     js::set_str(&o, "event_type", event_type);
     js::set_str(&o, "page_url", &dom::href());
     js::set(&o, "metadata", metadata);
-    JSON::stringify(&o).ok().and_then(|s| s.as_string()).unwrap_or_default()
+    js::stringify(&o)
 }
 
 /// A request without cookies; with a body it is a `text/plain` POST that
@@ -150,7 +150,7 @@ pub fn get(url: &str) -> Promise {
 /// The JSON body of a 2xx answer, or null.
 pub fn json_of(response: Option<Response>) -> Promise {
     let r = response.filter(|r| (200..300).contains(&r.status()));
-    r.and_then(|r| r.json().ok()).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
+    r.map_or_else(|| Promise::resolve(&JsValue::NULL), |r| js::dom(&r).json())
 }
 
 /// The bait request in flight, with its nonce.
@@ -186,10 +186,7 @@ pub async fn finish_probe(probe: Option<Probe>, reachable: bool) -> RequestProbe
         None if p.signal.aborted() || !reachable => RequestProbe::Undecided,
         None => RequestProbe::Blocked,
         Some(r) => {
-            let text = match r.text() {
-                Ok(t) => crate::task::settle(t).await.ok().and_then(|t| t.as_string()),
-                Err(_) => None,
-            };
+            let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
             text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &p.nonce))
         }
     }

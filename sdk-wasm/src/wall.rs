@@ -155,7 +155,7 @@ pub fn render(t: &Texts) -> String {
 
 /// A wall on screen. Dropping it removes it and gives the page back its scrolling.
 pub struct Wall {
-    host: Element,
+    host: HtmlElement,
     root: ShadowRoot,
     /// The page's own `overflow` on `<html>`, restored afterwards (modal kinds).
     saved_overflow: Option<String>,
@@ -167,14 +167,14 @@ impl Wall {
     pub fn show(t: &Texts, listener: &Function) -> Result<Wall> {
         let doc = dom::document()?;
         let body = doc.body().ok_or(Error::NoDom)?;
-        let host = doc.create_element("div")?;
-        host.set_attribute("data-postern-wall", "")?;
+        let host = js::dom(&doc).create_element("div");
+        js::dom(&host).set_attribute("data-postern-wall", "");
         // `{mode: "closed"}` as a plain object: `ShadowRootInit`'s setter is one more import.
         let init = js_sys::Object::new();
         crate::js::set_str(&init, "mode", "closed");
-        let root = host.attach_shadow(init.unchecked_ref())?;
+        let root = js::dom(&host).attach_shadow(&init);
         root.set_inner_html(&render(t));
-        body.append_child(&host)?;
+        js::dom(&body).append_child(&host);
         let saved_overflow = if t.kind == Kind::Banner {
             None
         } else {
@@ -191,7 +191,7 @@ impl Wall {
         if wall.modal() {
             // The wall's controls are its own HTML elements: no `instanceof` check needed.
             if let Some(b) = wall.find("[data-a=recheck]") {
-                let _ = b.unchecked_into::<HtmlElement>().focus();
+                js::dom(&b).focus();
             }
         }
         Ok(wall)
@@ -202,7 +202,7 @@ impl Wall {
     }
 
     fn find(&self, selector: &str) -> Option<Element> {
-        self.root.query_selector(selector).ok().flatten()
+        js::dom(&self.root).query_selector(selector)
     }
 
     /// A line under the texts (e.g. "still blocked" after a re-check).
@@ -245,8 +245,8 @@ impl Wall {
     }
 
     fn trap_focus(&self, k: &KeyboardEvent) {
-        let Ok(list) = self.root.query_selector_all("button:not([hidden]),a[href]") else { return };
-        let n = list.length();
+        let list = js::dom(&self.root).query_selector_all("button:not([hidden]),a[href]");
+        let n = js::prop(&list, "length").as_f64().unwrap_or(0.0) as u32;
         if n == 0 {
             return;
         }
@@ -260,7 +260,7 @@ impl Wall {
         };
         if let Some(i) = next {
             k.prevent_default();
-            let _ = js::at(&list, i).unchecked_into::<HtmlElement>().focus();
+            js::dom(&js::at(&list, i)).focus();
         }
     }
 }
