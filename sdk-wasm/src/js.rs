@@ -102,6 +102,8 @@ extern "C" {
     pub fn call1(this: &Dom, context: &JsValue, arg: &JsValue);
     #[wasm_bindgen(method, js_name = call)]
     pub fn call2(this: &Dom, context: &JsValue, a: &JsValue, b: &JsValue);
+    #[wasm_bindgen(method, js_name = sendBeacon)]
+    pub fn send_beacon(this: &Dom, url: &str, body: &str) -> bool;
     #[wasm_bindgen(method)]
     pub fn json(this: &Dom) -> Promise;
     #[wasm_bindgen(method)]

@@ -141,9 +141,11 @@ pub fn check() -> Promise {
     }
 }
 
-#[wasm_bindgen(js_name = getSessionId)]
-pub fn get_session_id() -> String {
-    or_throw(sdk()).session.borrow().id.clone()
+/// The id as a JS string made here: a `String` return would need a shim
+/// and a copy out of the wasm's memory in the glue.
+#[wasm_bindgen(js_name = getSessionId, unchecked_return_type = "string")]
+pub fn get_session_id() -> JsValue {
+    JsValue::from_str(&or_throw(sdk()).session.borrow().id)
 }
 
 /// Shows the wall whatever the detection says; its events carry `debug: true`.

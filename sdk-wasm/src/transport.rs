@@ -135,7 +135,8 @@ pub fn flush_on_exit(endpoint: &str) {
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
     for body in take_queue() {
-        let beaconed = same_origin && w.navigator().send_beacon_with_opt_str(&url, Some(&body)).unwrap_or(false);
+        // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
+        let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, &body);
         if !beaconed {
             let _ = fetch(&url, &request(Some(&body)));
         }

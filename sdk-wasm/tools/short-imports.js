@@ -86,18 +86,16 @@ function exportSection(start, end) {
     const field = wasm.toString('utf8', p, p + len);
     p += len;
     // An export is its kind (one byte) and an index.
-    const kind = wasm[p];
     const descEnd = readLeb(wasm, p + 1)[1];
     const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
     if (uses.test(glue)) {
       const short = shortName(body.length / 2);
       glue = glue.replace(uses, `wasm.${short}`);
       body.push(name(short), wasm.subarray(p, descEnd));
-    } else if (kind !== 3) {
-      throw new Error(`the glue never reads the export ${field}`);
     }
-    // A global the glue never reads (wasm-bindgen's `__abort_handler`,
-    // `__instance_terminated`) is left out: nothing else sees the exports.
+    // An export the glue never reads (wasm-bindgen's `__abort_handler` and
+    // `__instance_terminated` globals, `__wbindgen_free` when no string
+    // leaves the wasm) is left out: nothing else sees the exports.
     p = descEnd;
   }
   if (p !== end) throw new Error('the export section did not parse');
