@@ -133,17 +133,32 @@ impl SiteConfig {
     /// Path prefixes where no wall is shown (detection and events still run).
     pub fn excludes(&self, path: &str) -> bool {
         let list = get(&self.wall(), "excluded_paths");
-        (0..).map(|i| at(&list, i)).take_while(|p| !p.is_undefined()).any(|p| p.as_string().is_some_and(|p| excluded(&p, path)))
+        for i in 0.. {
+            let p = at(&list, i);
+            if p.is_undefined() {
+                return false;
+            }
+            if p.as_string().is_some_and(|p| excluded(&p, path)) {
+                return true;
+            }
+        }
+        false
     }
 
     /// The variants that have a name, in order.
     pub fn variants(&self) -> Vec<Variant> {
         let list = get(&self.wall(), "variants");
-        (0..)
-            .map(|i| at(&list, i))
-            .take_while(|v| !v.is_undefined())
-            .filter_map(|js| Some(Variant { name: string(&js, "name").filter(|n| !n.is_empty())?, js }))
-            .collect()
+        let mut out = Vec::new();
+        for i in 0.. {
+            let js = at(&list, i);
+            if js.is_undefined() {
+                break;
+            }
+            if let Some(name) = string(&js, "name").filter(|n| !n.is_empty()) {
+                out.push(Variant { name, js });
+            }
+        }
+        out
     }
 }
 

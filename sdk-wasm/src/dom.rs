@@ -103,11 +103,16 @@ pub fn query_param(name: &str) -> Option<String> {
 }
 
 fn param(search: &str, name: &str) -> Option<String> {
-    let query = search.strip_prefix("?").unwrap_or(search);
-    crate::session::split(query, b'&').find_map(|pair| {
-        let (key, value) = crate::session::cut(pair, b'=')?;
-        (key == name && !value.is_empty()).then(|| value.into())
-    })
+    let mut rest = search.strip_prefix("?").unwrap_or(search);
+    loop {
+        let (pair, next) = crate::session::cut(rest, b'&').map_or((rest, None), |(p, r)| (p, Some(r)));
+        if let Some((key, value)) = crate::session::cut(pair, b'=') {
+            if key == name && !value.is_empty() {
+                return Some(value.into());
+            }
+        }
+        rest = next?;
+    }
 }
 
 /// Brave exposes `navigator.brave`; no other browser does.

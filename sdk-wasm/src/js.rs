@@ -110,7 +110,7 @@ extern "C" {
     pub fn text(this: &Dom) -> Promise;
     /// Of an object the SDK built from strings and booleans: always a string.
     #[wasm_bindgen(js_namespace = JSON)]
-    pub fn stringify(value: &JsValue) -> String;
+    pub fn stringify(value: &JsValue) -> JsValue;
 }
 
 /// `o` seen as a `Dom` for the calls above.

@@ -172,15 +172,13 @@ enum Task {
     /// Shows the dismiss control of the wall with this number after its delay.
     Reveal(u32, u32),
     /// One event body to the collector.
-    Send(String),
+    Send(JsValue),
 }
 
 async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            for body in transport::take_queue() {
-                s.spawn(Task::Send(body));
-            }
+            transport::take_queue(|body| s.spawn(Task::Send(JsValue::from_str(body))));
             dom::idle().await;
             drop(s.check());
         }
@@ -204,7 +202,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
                 w.wall.reveal_dismiss();
             }
         }
-        Task::Send(body) => transport::send(&s.endpoint, &body).await,
+        Task::Send(body) => transport::send(&s.endpoint, body).await,
     }
     JsValue::UNDEFINED
 }

@@ -80,17 +80,6 @@ pub fn cut(s: &str, sep: u8) -> Option<(&str, &str)> {
     unsafe { Some((s.get_unchecked(..i), s.get_unchecked(i + 1..))) }
 }
 
-/// The pieces of `s` between the ASCII byte `sep` (see `cut`).
-pub fn split(s: &str, sep: u8) -> impl Iterator<Item = &str> + Clone {
-    let mut rest = Some(s);
-    core::iter::from_fn(move || {
-        let s = rest?;
-        let (piece, next) = cut(s, sep).map_or((s, None), |(a, b)| (a, Some(b)));
-        rest = next;
-        Some(piece)
-    })
-}
-
 /// Decimal digits without `core::fmt`, which would weigh more than the rest
 /// of this file (and without indexing, whose panics would bring it back).
 pub fn push_u64(out: &mut String, n: u64) {
@@ -138,8 +127,6 @@ mod tests {
         assert_eq!(cut("a|b|c", b'|'), Some(("a", "b|c")));
         assert_eq!(cut("é|", b'|'), Some(("é", "")));
         assert_eq!(cut("abc", b'|'), None);
-        assert_eq!(split("a\n\nb", b'\n').collect::<Vec<_>>(), ["a", "", "b"]);
-        assert_eq!(split("", b'\n').collect::<Vec<_>>(), [""]);
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub fn join(endpoint: &str, path: &str) -> String {
 }
 
 /// One event's JSON body, built with the browser's own JSON.
-pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object) -> String {
+/// A JS string: it goes to `fetch` as it is, and into Rust only if it must wait in the queue.
+pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object) -> JsValue {
     let o = Object::new();
     js::set_str(&o, "event_id", &dom::uuid_v4());
     js::set_str(&o, "site_id", site_id);
@@ -54,12 +55,12 @@ pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &
 /// A request without cookies; with a body it is a `text/plain` POST that
 /// outlives the page (`keepalive`). A plain object: web-sys's `RequestInit`
 /// setters would each be one more import.
-fn request(body: Option<&str>) -> Object {
+fn request(body: Option<&JsValue>) -> Object {
     let init = Object::new();
     js::set_str(&init, "credentials", "omit");
     if let Some(b) = body {
         js::set_str(&init, "method", "POST");
-        js::set_str(&init, "body", b);
+        js::set(&init, "body", b);
         js::set(&init, "keepalive", &JsValue::TRUE);
     }
     init
@@ -83,13 +84,13 @@ pub async fn response(request: Promise) -> Option<Response> {
 /// Sends one event; on a retryable failure (offline, refused by the network,
 /// rate limited, a server error) it joins the queue. A 4xx is the
 /// collector refusing the event itself: resending cannot help.
-pub async fn send(endpoint: &str, body: &str) {
-    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(body))) {
+pub async fn send(endpoint: &str, body: JsValue) {
+    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
         Some(p) => response(p).await.is_none_or(|r| matches!(r.status(), 429 | 500..=599)),
         None => true,
     };
     if retry {
-        enqueue(body);
+        enqueue(&body.as_string().unwrap_or_default());
     }
 }
 
@@ -99,15 +100,24 @@ fn enqueue(body: &str) {
 
 /// The event bodies of a stored queue (what an older SDK stored, a JSON
 /// array, is not one and is dropped).
-fn lines(queue: &str) -> impl Iterator<Item = &str> + Clone {
-    crate::session::split(queue, b'\n').filter(|l| l.starts_with("{"))
+fn lines(queue: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = queue;
+    loop {
+        let (line, next) = crate::session::cut(rest, b'\n').map_or((rest, None), |(l, r)| (l, Some(r)));
+        if line.starts_with("{") {
+            out.push(line);
+        }
+        let Some(next) = next else { return out };
+        rest = next;
+    }
 }
 
 /// The stored queue with `body` added, the oldest dropped past `QUEUE_MAX`.
 fn queue_with(queue: &str, body: &str) -> String {
     let old = lines(queue);
     let mut q = String::new();
-    for l in old.clone().skip((old.count() + 1).saturating_sub(QUEUE_MAX)) {
+    for l in old.iter().skip((old.len() + 1).saturating_sub(QUEUE_MAX)) {
         q.push_str(l);
         q.push('\n');
     }
@@ -115,15 +125,17 @@ fn queue_with(queue: &str, body: &str) -> String {
     q
 }
 
-/// Takes the queue out of storage (so two tabs do not both resend it).
-/// Events carry their `event_id`, so a copy that did arrive after all is
-/// counted once.
-pub fn take_queue() -> Vec<String> {
+/// Takes the queue out of storage (so two tabs do not both resend it) and
+/// hands each event body to `f`. Events carry their `event_id`, so a copy
+/// that did arrive after all is counted once.
+pub fn take_queue(mut f: impl FnMut(&str)) {
     let q = dom::load(QUEUE_KEY).unwrap_or_default();
     if !q.is_empty() {
         dom::store(QUEUE_KEY, "");
     }
-    lines(&q).map(String::from).collect()
+    for body in lines(&q) {
+        f(body);
+    }
 }
 
 /// On `pagehide`: hands the queue to the browser in a form that outlives the
@@ -134,13 +146,13 @@ pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
-    for body in take_queue() {
+    take_queue(|body| {
         // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
-        let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, &body);
+        let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, body);
         if !beaconed {
-            let _ = fetch(&url, &request(Some(&body)));
+            let _ = fetch(&url, &request(Some(&JsValue::from_str(body))));
         }
-    }
+    });
 }
 
 /// Starts a GET to the collector; see `response`.
@@ -213,7 +225,7 @@ mod tests {
         for i in 0..QUEUE_MAX + 5 {
             q = queue_with(&q, &format!("{{\"n\":{i}}}"));
         }
-        let lines: Vec<&str> = lines(&q).collect();
+        let lines = lines(&q);
         assert_eq!(lines.len(), QUEUE_MAX);
         assert_eq!(lines[0], "{\"n\":5}");
         assert_eq!(lines[QUEUE_MAX - 1], format!("{{\"n\":{}}}", QUEUE_MAX + 4));

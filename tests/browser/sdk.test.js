@@ -375,3 +375,22 @@ test("the site's texts are shown as text: markup in them creates no element and 
   assert.equal(await page.evaluate(() => window.pwned), undefined);
   page.assertClean();
 });
+
+test('events that cannot be sent wait in storage and are sent once from the next page', async (t) => {
+  const site = await newSite('queue', { ...wallDefaults, variants });
+  const events = /\/v1\/e$/;
+  const page = await h.openPage(browser, site.url, t, { block: (p) => p.route(events, (r) => r.abort('blockedbyclient')) });
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+  await h.eventually(async () => /"event_type":"pageview"/.test(await page.evaluate(() => localStorage.getItem('postern:q') || '')));
+  assert.deepEqual(await postern.events(site.siteId), [], 'nothing reached the collector');
+  const queued = JSON.parse(await page.evaluate(() => localStorage.getItem('postern:q')));
+
+  // Back online: the next page sends the queued pageview (at pagehide or at start) and its own.
+  await page.unroute(events);
+  await page.reload();
+  await page.evaluate(() => window.Postern.check());
+  const got = await expectEvents(site.siteId, ['pageview', 'pageview']);
+  assert.ok(got.some((e) => e.event_id === queued.event_id), 'the queued event arrived with its own event_id');
+  assert.equal(await page.evaluate(() => localStorage.getItem('postern:q')), '', 'the queue is emptied');
+  page.assertClean();
+});
