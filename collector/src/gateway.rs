@@ -1,7 +1,7 @@
 //! The front door every request passes: it classifies the path, authenticates
 //! API keys, applies the rate limits, answers CORS for the ingestion paths,
 //! hands the request to the warp routes, then stamps the rate-limit headers
-//! on whatever comes back and logs one line.
+//! on whatever comes back and logs one line (accepted events at debug level).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
@@ -122,14 +122,26 @@ where
         ctx.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
     }
     ctx.metrics.record_status(status.as_u16());
-    tracing::info!(
-        target: "postern::http",
-        %method,
-        path = %path,
-        status = status.as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        client = %ip,
-    );
+    macro_rules! access_log {
+        ($level:ident) => {
+            tracing::$level!(
+                target: "postern::http",
+                %method,
+                path = %path,
+                status = status.as_u16(),
+                latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+                client = %ip,
+            )
+        };
+    }
+    // Accepted events are the bulk of the traffic (thousands a second on a
+    // busy site): their lines are debug, `/metrics` counts them. Every other
+    // request, and every refused event, is logged at info.
+    if class == Class::Ingest && status.is_success() {
+        access_log!(debug);
+    } else {
+        access_log!(info);
+    }
     res
 }
 

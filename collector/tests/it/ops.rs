@@ -170,3 +170,20 @@ fn head_is_answered_wherever_get_is() {
     let a = app.send(app.request(reqwest::Method::HEAD, "/healthz"));
     assert_eq!(a.status.as_u16(), 200);
 }
+
+#[test]
+fn accepted_events_are_not_logged_at_info_but_refused_ones_and_other_requests_are() {
+    let app = TestApp::spawn();
+    let site = app.create_site("news.example.com", "UTC");
+    track_ok(&app, event(&id(&site), "s-logged", "pageview", json!({})));
+    app.track(&event(&id(&site), "s-logged", "no_such_type", json!({}))).expect(400);
+    get_plain(&app, "/healthz").expect(200);
+    let logs = app.logs();
+    let lines = |path: &str, status: u16| {
+        logs.lines().filter(|l| l.contains(&format!("path={path} ")) && l.contains(&format!("status={status} "))).count()
+    };
+    assert_eq!(lines("/v1/events/track", 201), 0, "an accepted event is logged at debug only:\n{logs}");
+    assert_eq!(lines("/v1/events/track", 400), 1, "a refused event is logged:\n{logs}");
+    assert_eq!(lines("/healthz", 200), 1, "other requests are logged:\n{logs}");
+    assert_eq!(ingested(&app), 1.0, "the metrics still count the accepted event");
+}
