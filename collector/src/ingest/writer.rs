@@ -1,6 +1,11 @@
 //! The writer thread: the only owner of the write connection. Handlers send it
 //! jobs through a bounded queue; it runs as many as are waiting in one group
 //! transaction, commits, and only then answers each job.
+//!
+//! The answers of a group go back to the runtime in one message, and a task
+//! there hands them out: waking a request's task from the runtime's own
+//! threads is cheap, while waking each one from the writer thread took a lock
+//! and often a system call per request, on the thread every request waits for.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -40,17 +45,29 @@ pub struct WriterHandle {
 pub struct WriterThread {
     tx: mpsc::Sender<Msg>,
     thread: JoinHandle<()>,
+    answers: tokio::task::JoinHandle<()>,
 }
+
+/// A committed (or failed) group's answers.
+type Answers = (Vec<Finish>, Result<(), String>);
 
 pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
     let writer = store.open_ingest_writer(durability)?;
     let (tx, rx) = mpsc::channel(capacity);
+    let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<Answers>();
     let thread_metrics = metrics.clone();
     let thread = std::thread::Builder::new()
         .name("postern-writer".into())
-        .spawn(move || run(writer, rx, &thread_metrics))
+        .spawn(move || run(writer, rx, &answers_tx, &thread_metrics))
         .map_err(|e| analytics::Error::Conflict(format!("cannot start the writer thread: {e}")))?;
-    Ok((WriterHandle { tx: tx.clone(), metrics }, WriterThread { tx, thread }))
+    let answers = tokio::spawn(async move {
+        while let Some((finishers, commit)) = answers_rx.recv().await {
+            for finish in finishers {
+                finish(commit.clone());
+            }
+        }
+    });
+    Ok((WriterHandle { tx: tx.clone(), metrics }, WriterThread { tx, thread, answers }))
 }
 
 impl WriterThread {
@@ -58,7 +75,11 @@ impl WriterThread {
     pub async fn drain_and_stop(self) {
         // `send` waits for room, so the stop message queues behind every job.
         let _ = self.tx.send(Msg::Stop).await;
-        let _ = tokio::task::spawn_blocking(move || self.thread.join()).await;
+        let thread = self.thread;
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+        // The thread has ended, so its answers channel is closed: the task
+        // ends once it has handed out the last answers.
+        let _ = self.answers.await;
     }
 }
 
@@ -133,7 +154,7 @@ impl WriterHandle {
     }
 }
 
-fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, metrics: &Metrics) {
+fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::UnboundedSender<Answers>, metrics: &Metrics) {
     let mut jobs: Vec<Job> = Vec::new();
     let mut stop = false;
     while !stop {
@@ -168,8 +189,7 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, metrics: &Metrics) {
             e.to_string()
         });
         metrics.record_commit(started.elapsed(), finishers.len());
-        for finish in finishers {
-            finish(commit.clone());
-        }
+        // Fails only once the runtime is gone: nobody waits for these answers.
+        let _ = answers.send((finishers, commit));
     }
 }
