@@ -103,8 +103,37 @@ pub fn deleted_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
     Ok(seqs)
 }
 
-/// Deletes up to `batch` rows of a deleted site's data; once nothing is left,
-/// removes the site row itself. Returns how many rows went.
+/// Deletes the sessions of deleted sites among the `window` sessions that
+/// follow `after` in arrival order, with their index entries. Returns how many
+/// went and the last `seq` looked at, to start the next window from (`None`:
+/// nothing follows, the pass is complete). Sessions have no index by site (it
+/// cost every new session a page write): a pass reads them all, a window per
+/// write, so ingestion goes on between windows.
+pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize) -> Result<(usize, Option<i64>)> {
+    let last: Option<i64> = conn
+        .prepare_cached("SELECT max(seq) FROM (SELECT seq FROM sessions WHERE seq > ?1 ORDER BY seq LIMIT ?2)")?
+        .query_row(params![after, window as i64], |r| r.get(0))?;
+    let Some(last) = last else {
+        return Ok((0, None));
+    };
+    conn.prepare_cached(
+        "DELETE FROM session_index WHERE (session_id, site) IN
+             (SELECT session_id, site FROM sessions WHERE seq > ?1 AND seq <= ?2
+                  AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
+    )?
+    .execute(params![after, last])?;
+    let n = conn
+        .prepare_cached(
+            "DELETE FROM sessions WHERE seq > ?1 AND seq <= ?2
+                 AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL)",
+        )?
+        .execute(params![after, last])?;
+    Ok((n, Some(last)))
+}
+
+/// Deletes up to `batch` rows of a deleted site's events and rollups; once
+/// nothing is left, removes the site row itself. Returns how many rows went.
+/// Its sessions go first, in a pass of [`purge_deleted_sites_sessions`].
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
     conn.execute(
@@ -114,15 +143,6 @@ pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<
     )?;
     let mut n = conn.execute(
         "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
-        params![site, limit],
-    )?;
-    conn.execute(
-        "DELETE FROM session_index WHERE site = ?1 AND session_id IN
-             (SELECT session_id FROM sessions WHERE site = ?1 ORDER BY seq LIMIT ?2)",
-        params![site, limit],
-    )?;
-    n += conn.execute(
-        "DELETE FROM sessions WHERE seq IN (SELECT seq FROM sessions WHERE site = ?1 ORDER BY seq LIMIT ?2)",
         params![site, limit],
     )?;
     n += purge_rollups(conn, site, i64::MAX, batch)?;
@@ -197,6 +217,10 @@ mod tests {
         assert_eq!(sessions, 5);
 
         w.run(|c| sites::delete(c, site.account_id, site.id, now)).unwrap();
+        let mut after = 0;
+        while let (_, Some(last)) = w.run(|c| purge_deleted_sites_sessions(c, after, 3)).unwrap() {
+            after = last;
+        }
         while w.run(|c| purge_deleted_site(c, site.seq, 2)).unwrap() > 0 {}
         let rows: i64 = store
             .read(|c| {

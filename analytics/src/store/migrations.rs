@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0005_sessions_in_arrival_order.sql"),
     include_str!("sql/0006_event_ids_merged_index.sql"),
     include_str!("sql/0007_drop_unused_event_index.sql"),
+    include_str!("sql/0008_drop_sessions_site_index.sql"),
 ];
 
 /// The schema version this code writes.

@@ -22,7 +22,11 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
         rollups += repeat(&ctx, move |c| retention::purge_rollups(c, site, rollup_cutoff, BATCH)).await?;
     }
     let mut deleted_sites = 0;
-    for site in ctx.read(retention::deleted_site_seqs).await? {
+    let deleted = ctx.read(retention::deleted_site_seqs).await?;
+    if !deleted.is_empty() {
+        deleted_sites += purge_deleted_sites_sessions(&ctx).await?;
+    }
+    for site in deleted {
         deleted_sites += repeat(&ctx, move |c| retention::purge_deleted_site(c, site, BATCH)).await?;
         // One more call removes the emptied site row.
         repeat(&ctx, move |c| retention::purge_deleted_site(c, site, BATCH)).await?;
@@ -46,6 +50,23 @@ async fn purge_sessions(ctx: &Ctx, before_ms: i64) -> anyhow::Result<usize> {
                 after = last;
             }
             _ => return Ok(total),
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+/// The sessions of deleted sites: one pass over all sessions, a window of
+/// BATCH per write. Must complete before a deleted site's row goes.
+async fn purge_deleted_sites_sessions(ctx: &Ctx) -> anyhow::Result<usize> {
+    let (mut after, mut total) = (0, 0);
+    loop {
+        let step = move |c: &analytics::Connection| retention::purge_deleted_sites_sessions(c, after, BATCH);
+        match ctx.writer.maintain(step).await.map_err(|e| anyhow::anyhow!("{}", e.message))? {
+            (n, Some(last)) => {
+                total += n;
+                after = last;
+            }
+            (_, None) => return Ok(total),
         }
         tokio::task::yield_now().await;
     }
