@@ -79,9 +79,13 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, Ap
 
 /// True when `host` is the site's domain or one of its subdomains.
 pub fn host_matches(host: &str, domain: &str) -> bool {
-    let host = host.trim_end_matches('.').to_ascii_lowercase();
-    let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-    host == domain || host.strip_suffix(&domain).is_some_and(|rest| rest.ends_with('.'))
+    // Bytes, not chars, and no lowercase copies: this runs for every site's
+    // domain on every event sent from a browser.
+    let (host, domain) = (host.trim_end_matches('.').as_bytes(), domain.trim_end_matches('.').as_bytes());
+    let Some(cut) = host.len().checked_sub(domain.len()) else {
+        return false;
+    };
+    host[cut..].eq_ignore_ascii_case(domain) && (cut == 0 || host[cut - 1] == b'.')
 }
 
 /// The host of an `Origin` header (`https://www.example.com:8443` → `www.example.com`).
@@ -133,6 +137,9 @@ mod tests {
         assert!(!host_matches("badexample.com", "example.com"));
         assert!(!host_matches("example.com.evil.net", "example.com"));
         assert!(!host_matches("com", "example.com"));
+        assert!(!host_matches(".example.com", "xample.com"));
+        assert!(host_matches("café.example.com", "EXAMPLE.com"));
+        assert!(!host_matches("é.com", "xé.com"));
     }
 
     #[test]
