@@ -255,3 +255,39 @@ test('the demo\'s Reports tab starts with a weekly report and its past runs', as
   assert.match(await page.locator('body').innerText(), /Sessions/);
   d.clean(page);
 });
+
+test('a test to a receiver slower than the wait: the log says so, then updates itself', async (t) => {
+  // Answers only when released: the page is shown while the delivery is still in flight.
+  let release;
+  const released = new Promise((r) => { release = r; });
+  const server = http.createServer((req, res) => {
+    req.resume();
+    released.then(() => res.writeHead(200, { 'content-type': 'text/plain' }).end('ok'));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => { release(); return new Promise((r) => server.close(r)); });
+  const hook = await fetch(`${postern.url}/v1/sites/${site.id}/integrations`, {
+    method: 'POST', headers: { authorization: `Bearer ${api.key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ kind: 'slack', name: 'Slow hook', url: `http://127.0.0.1:${server.address().port}/services/slow` }),
+  });
+  assert.equal(hook.status, 201);
+
+  const page = await d.signIn(browser, postern, t, user);
+  await d.go(page, `${postern.url}/dashboard/sites/${site.id}/integrations`);
+  await d.submit(page, page.getByRole('button', { name: 'Send a test to Slow hook' }));
+  const section = page.locator('section').filter({ has: page.getByRole('heading', { level: 2, name: /^Slow hook/ }) });
+  const notice = section.getByRole('status');
+  assert.match(await notice.innerText(), /^Not sent yet: the outbox is still working on it\. Refresh/);
+  const row = section.locator('table.deliveries tbody tr').first();
+  assert.equal((await row.locator('td').nth(2).innerText()).trim(), 'pending');
+  await d.checkPage(page, 'integrations-queued');
+  await page.evaluate(() => { window.notReloaded = true; });
+
+  release();
+  await notice.filter({ hasText: 'Sent: the log below shows how it went.' }).waitFor({ timeout: 30000 });
+  const texts = (await row.locator('td').allTextContents()).map((s) => s.trim());
+  assert.deepEqual(texts.slice(1, 4), ['test', 'delivered', '1']);
+  assert.match(texts[4], /^HTTP 200 in \d+ ms$/);
+  assert.equal(await page.evaluate(() => window.notReloaded), true, 'the page updated itself, without a reload');
+  d.clean(page);
+});

@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use http::StatusCode;
-use serde_json::Value as Json;
+use serde_json::{json, Value as Json};
 use uuid::Uuid;
 use warp::reply::Response;
 
 use super::sites::site_of;
 use super::{admin_change, page, redirect, Flash, Form, Viewer};
 use crate::api::integrations::{mask_url, parse_email, parse_events, parse_url};
+use crate::api::json_reply;
 use crate::delivery::{self, EVENTS};
 use crate::error::ApiError;
 use crate::state::Ctx;
@@ -29,20 +30,22 @@ const TEST_WAIT: Duration = Duration::from_secs(5);
 /// How often the outbox is read while waiting.
 const TEST_POLL: Duration = Duration::from_millis(100);
 
-fn delivery_view(d: &Delivery) -> minijinja::Value {
+/// A row of the delivery log, for the page and for its script's refresh.
+fn delivery_json(d: &Delivery) -> Json {
     let last = d.attempts.last();
-    minijinja::context! {
-        id => d.id.to_string(),
-        event => d.event,
-        state => d.state,
+    json!({
+        "id": d.id,
+        "event": d.event,
+        "state": d.state,
         // Pending after an attempt: it failed and the worker tries again later.
-        retrying => d.state == "pending" && !d.attempts.is_empty(),
-        created_at => iso(d.created_at),
-        attempts => d.attempts.len(),
-        status => last.and_then(|a| a.status),
-        latency_ms => last.map(|a| a.latency_ms),
-        error => d.last_error,
-    }
+        "retrying": d.state == "pending" && !d.attempts.is_empty(),
+        "queued": d.state == "pending" && d.attempts.is_empty(),
+        "created_at": iso(d.created_at),
+        "attempts": d.attempts.len(),
+        "status": last.and_then(|a| a.status),
+        "latency_ms": last.map(|a| a.latency_ms),
+        "error": d.last_error,
+    })
 }
 
 fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
@@ -58,7 +61,7 @@ fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
         events => i.events,
         signed => i.secret.is_some(),
         created_at => iso(i.created_at),
-        deliveries => log.iter().map(delivery_view).collect::<Vec<_>>(),
+        deliveries => log.iter().map(|d| minijinja::Value::from_serialize(delivery_json(d))).collect::<Vec<_>>(),
         // Something not tried yet: the page says so and how to see the outcome.
         queued => log.iter().any(|d| d.state == "pending" && d.attempts.is_empty()),
     }
@@ -108,6 +111,22 @@ pub async fn integrations_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiE
         _ => None,
     };
     render(&ctx, &viewer, &id, StatusCode::OK, created, None).await
+}
+
+/// GET /dashboard/sites/:id/integrations/:iid/log — the integration's
+/// delivery log as JSON, which the page's script polls while a delivery is
+/// not tried yet (the page says so and offers a Refresh link without it).
+pub async fn integration_log(id: String, iid: String, ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
+    let log = async {
+        let viewer = viewer?;
+        let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
+        let (seq, iseq) = (site.seq, integration.seq);
+        let log = ctx.read(move |c| outbox::list(c, seq, Some(iseq), LOG_LENGTH)).await?;
+        let mut res = json_reply(StatusCode::OK, &json!({ "deliveries": log.iter().map(delivery_json).collect::<Vec<_>>() }));
+        res.headers_mut().insert("cache-control", http::HeaderValue::from_static("no-store"));
+        Ok::<_, ApiError>(res)
+    };
+    Ok(log.await.unwrap_or_else(ApiError::into_response))
 }
 
 /// The new integration's kind, name, target and events, or why not.

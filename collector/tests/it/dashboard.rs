@@ -882,6 +882,22 @@ fn send_a_test_goes_back_to_a_log_that_shows_the_outcome() {
     assert_eq!(log_rows(&page, &slow_id)[0][2], "pending");
     let section = page.text.split(&format!("id=\"integration-{slow_id}\"")).nth(1).unwrap().split("</section>").next().unwrap();
     assert!(section.contains("Not sent yet") && section.contains(&format!("href=\"{path}#integration-{slow_id}\"")), "{section}");
+    assert!(section.contains(&format!("data-queued=\"{path}/{slow_id}/log\"")), "the page's script polls the log: {section}");
+    let log = b.get(&format!("{path}/{slow_id}/log"));
+    log.expect(200);
+    assert_eq!(log.header("cache-control"), Some("no-store"));
+    assert_eq!((log.body["deliveries"][0]["state"].as_str(), log.body["deliveries"][0]["queued"].as_bool()), (Some("pending"), Some(true)), "{}", log.text);
+    let (code, _, _) = Browser::new(&app).get(&format!("{path}/{slow_id}/log")).expect(401).error();
+    assert_eq!(code, "UNAUTHENTICATED", "the script gets the API's error, not the login page");
     slow.release();
     slow.wait_for(1, Duration::from_secs(30));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let delivered = loop {
+        let log = b.get(&format!("{path}/{slow_id}/log")).body;
+        if log["deliveries"][0]["state"] == "delivered" || std::time::Instant::now() > deadline {
+            break log["deliveries"][0].clone();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((delivered["state"].as_str(), delivered["status"].as_u64(), delivered["queued"].as_bool()), (Some("delivered"), Some(200), Some(false)), "{delivered}");
 }

@@ -76,3 +76,44 @@ for (const list of document.querySelectorAll("[data-recipients]")) {
   for (const note of fieldset.querySelectorAll("[data-without-script]")) note.hidden = true;
   update();
 }
+
+// Integrations: while a delivery is not tried yet, its log is refreshed from
+// the log's JSON every 2 s (for a minute at most). Without script the
+// notice's Refresh link does the same.
+for (const notice of document.querySelectorAll("[data-queued]")) {
+  const section = notice.closest("section");
+  let tries = 0;
+  const show = (d) => {
+    const row = section.querySelector(`tr[data-delivery="${d.id}"]`);
+    if (!row) return;
+    const [, , state, attempts, answer, error] = row.cells;
+    const badge = state.querySelector(".badge");
+    badge.className = `badge ${d.state}`;
+    badge.textContent = d.state;
+    state.replaceChildren(badge, d.retrying ? " (will retry)" : "");
+    attempts.textContent = String(d.attempts);
+    answer.textContent = d.status ? `HTTP ${d.status}${d.latency_ms === null ? "" : ` in ${d.latency_ms} ms`}` : "";
+    error.textContent = d.error || "";
+  };
+  const poll = async () => {
+    tries += 1;
+    let log = null;
+    try {
+      const res = await fetch(notice.dataset.queued, { headers: { accept: "application/json" } });
+      // A refusal (signed out, deleted) is not retried: the Refresh link stays.
+      if (!res.ok) return;
+      log = await res.json();
+    } catch {
+      // A network hiccup: try again below.
+    }
+    if (log) {
+      log.deliveries.forEach(show);
+      if (!log.deliveries.some((d) => d.queued)) {
+        notice.textContent = "Sent: the log below shows how it went.";
+        return;
+      }
+    }
+    if (tries < 30) setTimeout(poll, 2000);
+  };
+  setTimeout(poll, 2000);
+}
