@@ -425,14 +425,22 @@ impl Sdk {
 
     /// The forced variant, else the session's, else one assigned by weight.
     fn variant_for(&self, cfg: &SiteConfig) -> Option<Variant> {
-        let variants = cfg.variants();
-        let find = |name: &str| variants.iter().position(|v| v.name == name);
+        let mut variants = cfg.variants();
         let s = self.session.borrow();
-        let i = self.forced_variant.as_deref().and_then(find).or_else(|| find(&s.variant)).or_else(|| {
-            let weights: alloc::vec::Vec<f64> = variants.iter().map(config::weight).collect();
-            config::assign(&weights, &s.id)
-        })?;
-        variants.into_iter().nth(i)
+        let mut weights = alloc::vec::Vec::new();
+        let mut pick = None;
+        for (i, v) in variants.iter().enumerate() {
+            if Some(v.name.as_str()) == self.forced_variant.as_deref() {
+                pick = Some(i);
+                break;
+            }
+            if v.name == s.variant {
+                pick = pick.or(Some(i));
+            }
+            weights.push(config::weight(v));
+        }
+        let i = pick.or_else(|| config::assign(&weights, &s.id))?;
+        (i < variants.len()).then(|| variants.swap_remove(i))
     }
 
     fn show_wall(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
