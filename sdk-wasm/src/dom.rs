@@ -2,6 +2,7 @@
 //! location, timers as promises, event listeners, and the bait element probe.
 
 use alloc::string::String;
+use core::future::Future;
 
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
@@ -142,10 +143,11 @@ enum Until {
 }
 
 /// The browser's own timers and events resume the waiting job (`task::park`),
-/// so waiting costs no Rust closure.
-async fn wait(until: Until) {
-    let Ok(w) = window() else { return };
-    let _ = crate::task::park(|resolve| {
+/// so waiting costs no Rust closure, and no state machine of its own.
+fn wait(until: Until) -> impl Future<Output = ()> {
+    let park = crate::task::park(move |resolve| {
+        // A job only runs after `init`, which needs the window.
+        let Ok(w) = window() else { return };
         let scheduled = match until {
             Until::Ms(ms) => {
                 js::dom(&w).set_timeout(resolve, ms);
@@ -168,12 +170,15 @@ async fn wait(until: Until) {
         if !scheduled {
             js::dom(&w).set_timeout(resolve, 0);
         }
-    })
-    .await;
+    });
+    // What it was resumed with (an idle deadline, an event) is of no use.
+    async move {
+        let _ = park.await;
+    }
 }
 
-pub async fn sleep(ms: u32) {
-    wait(Until::Ms(ms)).await;
+pub fn sleep(ms: u32) -> impl Future<Output = ()> {
+    wait(Until::Ms(ms))
 }
 
 /// Resolves once the document is parsed and the browser is idle, so the
