@@ -394,3 +394,30 @@ test('events that cannot be sent wait in storage and are sent once from the next
   assert.equal(await page.evaluate(() => localStorage.getItem('postern:q')), '', 'the queue is emptied');
   page.assertClean();
 });
+
+test('the wall is a labelled modal dialog whose help button says whether the steps are open', async (t) => {
+  const site = await newSite('dialog', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+  await page.evaluate(() => window.Postern.check());
+  await h.waitForWall(page);
+  const state = () => h.inWall(page, function () {
+    const d = this.querySelector('[role=dialog]');
+    const help = this.querySelector('[data-a=help]');
+    return {
+      modal: d.getAttribute('aria-modal'),
+      label: this.getElementById(d.getAttribute('aria-labelledby')).textContent,
+      expanded: help.getAttribute('aria-expanded'),
+      stepsHidden: this.getElementById(help.getAttribute('aria-controls')).hasAttribute('hidden'),
+      focused: this.activeElement && this.activeElement.dataset.a,
+    };
+  });
+  const title = (await h.inWall(page, function () { return this.querySelector('h2').textContent; }));
+  assert.deepEqual(await state(), { modal: 'true', label: title, expanded: 'false', stepsHidden: true, focused: 'recheck' });
+  await h.clickInWall(page, '[data-a=help]');
+  const open = await state();
+  assert.deepEqual([open.expanded, open.stepsHidden], ['true', false]);
+  await h.clickInWall(page, '[data-a=help]');
+  const closed = await state();
+  assert.deepEqual([closed.expanded, closed.stepsHidden], ['false', true]);
+  page.assertClean();
+});
