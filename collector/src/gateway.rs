@@ -127,7 +127,7 @@ where
             tracing::$level!(
                 target: "postern::http",
                 %method,
-                path = %path,
+                path = %logged_path(&path),
                 status = status.as_u16(),
                 latency_ms = started.elapsed().as_secs_f64() * 1000.0,
                 client = %ip,
@@ -143,6 +143,15 @@ where
         access_log!(info);
     }
     res
+}
+
+/// The path as the access log shows it: a wall preview's token opens its
+/// draft to whoever holds it, so it is left out.
+fn logged_path(path: &str) -> std::borrow::Cow<'_, str> {
+    match crate::dashboard::preview_token(path) {
+        Some((_, token)) => path.replacen(token, "<token>", 1).into(),
+        None => path.into(),
+    }
 }
 
 enum Admission {

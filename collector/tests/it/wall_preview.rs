@@ -154,6 +154,10 @@ fn the_preview_needs_a_session_its_token_and_the_sites_account() {
     bare(&app, Method::GET, &format!("{url}/v1/sites")).expect(404);
     bare(&app, Method::POST, &format!("{url}/v1/events/track")).expect(404);
     bare(&app, Method::GET, &format!("{url}/v1/sdk/sites/{site}/config")).expect(200);
+    // The token opens the draft to whoever holds it: it stays out of the log.
+    let logs = app.logs();
+    assert!(logs.contains("/wall/preview/<token>/v1/sdk/sites/"), "preview requests are logged:\n{logs}");
+    assert!(!logs.contains(&token_of), "the preview token was logged:\n{logs}");
 }
 
 #[test]
