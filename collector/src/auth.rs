@@ -90,6 +90,23 @@ pub fn host_matches(host: &str, domain: &str) -> bool {
 
 /// The host of an `Origin` header (`https://www.example.com:8443` → `www.example.com`).
 pub fn origin_host(origin: &str) -> Option<String> {
+    // Browsers send `scheme://host[:port]` in lowercase ASCII (IDNA applied):
+    // read that directly, as it comes with every event; anything else goes
+    // through the URL parser.
+    if let Some((scheme, rest)) = origin.split_once("://") {
+        let (host, port) = rest.split_once(':').unwrap_or((rest, "80"));
+        let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.';
+        if matches!(scheme, "http" | "https")
+            && host.bytes().all(plain)
+            // A last label that starts with a digit may be an IPv4 address
+            // in one of its odd forms (`0x7f.1`): the parser normalises those.
+            && host.trim_end_matches('.').rsplit('.').next().is_some_and(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && port.parse::<u16>().is_ok()
+        {
+            return Some(host.to_owned());
+        }
+    }
     let url = url::Url::parse(origin).ok()?;
     url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
 }
@@ -147,6 +164,30 @@ mod tests {
         assert_eq!(origin_host("https://www.example.com:8443").as_deref(), Some("www.example.com"));
         assert_eq!(origin_host("http://[::1]:80").as_deref(), Some("::1"));
         assert_eq!(origin_host("null"), None);
+        // What the quick path reads and what the URL parser reads agree.
+        for origin in [
+            "https://news.example.com",
+            "http://localhost:8080",
+            "https://a-b.example.co.uk.",
+            "HTTPS://WWW.Example.COM",
+            "https://www.example.com/path",
+            "https://user@example.com",
+            "https://example.com:80x",
+            "https://127.0.0.1:3000",
+            "https://0x7f.1",
+            "https://xn--caf-dma.fr",
+            "https://café.fr",
+            "ftp://example.com",
+            "https://a..b.example.com",
+            "https://.example.com",
+            "https://-x.example.com:443",
+            "https://example.com:",
+            "https://example.com:99999",
+            "https://example.com:+80",
+        ] {
+            let parsed = url::Url::parse(origin).ok().and_then(|u| u.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned()));
+            assert_eq!(origin_host(origin), parsed, "{origin}");
+        }
     }
 
     #[test]
