@@ -240,14 +240,16 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .then(crate::assets::assets_get)
         .boxed();
 
-    site_routes
+    // Ingestion first: it is nearly all the traffic, and every route before it
+    // is tried (and rejected) on each event.
+    event_routes
+        .or(site_routes)
+        .unify()
         .or(report_routes)
         .unify()
         .or(analytics_routes)
         .unify()
         .or(export_routes)
-        .unify()
-        .or(event_routes)
         .unify()
         .or(key_routes)
         .unify()
