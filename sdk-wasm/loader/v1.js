@@ -3,7 +3,7 @@
 // It defines window.Postern at once, queues calls until the wasm SDK has
 // loaded, then replays them in order. It stays tiny because every page
 // pays for it; the SDK files it loads are content-hashed and cached for a
-// year. scripts/build-sdk strips these comments and fills in the names.
+// year. scripts/build-sdk fills in the names and minifies it.
 (function (w) {
   var me = document.currentScript;
   if (!me || w.Postern && w.Postern.loaded) return;

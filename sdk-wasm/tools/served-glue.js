@@ -4,7 +4,8 @@
 // `{module_or_path: URL}` of the wasm, which the collector serves as
 // `application/wasm`. So the served glue keeps streaming compilation only:
 // no `initSync`, no fallbacks for servers with another MIME type, for
-// modules given as bytes or for the deprecated call forms (~0.2 KB gzip).
+// modules given as bytes or for the deprecated call forms (~0.2 KB gzip),
+// nor fallbacks for browsers older than the wasm features it needs.
 // scripts/build-sdk runs it before esbuild, which drops what became unused;
 // the npm package keeps wasm-bindgen's glue whole.
 'use strict';
@@ -32,6 +33,43 @@ replaceFunction('async function __wbg_init_once', `async function __wbg_init_onc
     return __wbg_finalize_init(instance, module);
 }
 `);
+/** Removes `text`, which must be in the glue. */
+function drop(text, why) {
+  if (!glue.includes(text)) throw new Error(`the glue has no ${why}`);
+  glue = glue.replace(text, '');
+}
+
+// Fallbacks for browsers without `TextEncoder.encodeInto` (not used any more,
+// see below) or `FinalizationRegistry` (every browser that runs this module,
+// which needs reference types, has it).
+drop(`
+if (!('encodeInto' in cachedTextEncoder)) {
+    cachedTextEncoder.encodeInto = function (arg, view) {
+        const buf = cachedTextEncoder.encode(arg);
+        view.set(buf);
+        return {
+            read: arg.length,
+            written: buf.length
+        };
+    };
+}
+`, 'encodeInto fallback');
+drop(`(typeof FinalizationRegistry === 'undefined')
+    ? { register: () => {}, unregister: () => {} }
+    : `, 'FinalizationRegistry fallback');
+// Strings into the wasm: encoded whole then copied, wasm-bindgen's own path
+// when no `realloc` is given, instead of its ASCII loop with `encodeInto`
+// and reallocation (same bytes in the wasm's memory; the SDK passes short
+// strings).
+replaceFunction('function passStringToWasm0', `function passStringToWasm0(arg, malloc) {
+    const buf = cachedTextEncoder.encode(arg);
+    const ptr = malloc(buf.length, 1) >>> 0;
+    getUint8ArrayMemory0().subarray(ptr, ptr + buf.length).set(buf);
+    WASM_VECTOR_LEN = buf.length;
+    return ptr;
+}
+`);
+
 const exportLine = 'export { initSync, __wbg_init as default };';
 if (!glue.includes(exportLine)) throw new Error('the glue does not export initSync as expected');
 glue = glue.replace(exportLine, 'export { __wbg_init as default };');
