@@ -27,7 +27,6 @@ use rusqlite::{params, Connection, Transaction};
 use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
-use crate::store::Checkpointer;
 use crate::Result;
 use event_ids::{EventIds, Stored};
 use sessions::{Known, SessionKey, Sessions};
@@ -40,13 +39,11 @@ pub struct Writer {
     conn: Connection,
     sessions: Sessions,
     event_ids: EventIds,
-    /// Declared after `conn`: dropped after it, for a last checkpoint.
-    _checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
-    pub(crate) fn new(conn: Connection, checkpointer: Option<Checkpointer>) -> Writer {
-        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default(), _checkpointer: checkpointer }
+    pub(crate) fn new(conn: Connection) -> Writer {
+        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default() }
     }
 
     /// Starts a group transaction: many commands, one commit.

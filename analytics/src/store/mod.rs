@@ -10,8 +10,6 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::Result;
 
-mod checkpoint;
-pub(crate) use checkpoint::Checkpointer;
 mod migrations;
 
 /// How hard a commit waits for the disk. `Full` is the default: an acknowledged
@@ -43,17 +41,7 @@ impl Store {
     /// Opens the write connection. The collector keeps exactly one, owned by its
     /// writer thread; the admin CLI opens its own for one-off changes.
     pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?, None))
-    }
-
-    /// Opens the write connection for sustained ingestion: checkpoints run
-    /// on a thread of their own instead of inside its commits (see
-    /// [`checkpoint`]); the thread stops with the writer.
-    pub fn open_ingest_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        let conn = open_write_connection(&self.path, durability)?;
-        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let checkpointer = checkpoint::Checkpointer::start(&self.path, durability)?;
-        Ok(crate::write::Writer::new(conn, Some(checkpointer)))
+        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?))
     }
 
     /// Runs `f` on a pooled read-only connection. Blocking: call it off async threads.

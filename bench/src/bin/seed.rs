@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     let total: usize = args.next().unwrap_or_else(|| "1000000".into()).parse()?;
     let days: i64 = args.next().unwrap_or_else(|| "90".into()).parse()?;
     let store = Store::open(&db)?;
-    let mut writer = store.open_ingest_writer(Durability::Normal)?;
+    let mut writer = store.open_writer(Durability::Normal)?;
     let now = Utc::now();
     let (site, key) = writer.run(|c| {
         let account = accounts::ensure_account(c, "bench", now)?;

@@ -47,7 +47,7 @@ fn main() -> anyhow::Result<()> {
     let total: usize = args.next().unwrap_or_else(|| "200000".into()).parse()?;
     let group_size: usize = args.next().unwrap_or_else(|| "48".into()).parse()?;
     let store = Store::open(&db)?;
-    let mut writer = store.open_ingest_writer(Durability::Full)?;
+    let mut writer = store.open_writer(Durability::Full)?;
     let now = Utc::now();
     let site = writer.run(|c| {
         let account = accounts::ensure_account(c, "bench", now)?;

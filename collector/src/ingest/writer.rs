@@ -52,7 +52,7 @@ pub struct WriterThread {
 type Answers = (Vec<Finish>, Result<(), String>);
 
 pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
-    let writer = store.open_ingest_writer(durability)?;
+    let writer = store.open_writer(durability)?;
     let (tx, rx) = mpsc::channel(capacity);
     let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<Answers>();
     let thread_metrics = metrics.clone();
