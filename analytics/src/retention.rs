@@ -159,37 +159,22 @@ mod tests {
     use chrono::{Duration, Utc};
 
     use super::*;
-    use crate::model::{Device, EventType, NewEvent};
-    use crate::store::{testing::temp_store, Durability};
-    use crate::{accounts, sites};
+    use crate::model::NewEvent;
+    use crate::store::testing::{self, temp_store};
+    use crate::store::Durability;
+    use crate::sites;
 
     #[test]
     fn old_rows_go_in_batches_and_recent_ones_stay() {
         let (_dir, store) = temp_store();
         let mut w = store.open_writer(Durability::Normal).unwrap();
         let now = Utc::now();
-        let site = w
-            .run(|c| {
-                let a = accounts::ensure_account(c, "acme", now)?;
-                let new = sites::NewSite { account_id: a, name: "A", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
-                sites::create(c, &new, now)
-            })
-            .unwrap();
+        let site = testing::site(&mut w, "a.test", now);
         let events: Vec<NewEvent> = (0..10)
             .map(|i| NewEvent {
-                site_seq: site.seq,
-                session_id: format!("session{i:04}"),
-                event_type: EventType::Pageview,
-                page_url: "https://a.test/".into(),
-                metadata: None,
-                device: Device::Desktop,
-                country: "FR".into(),
-                variant: None,
-                forced_variant: false,
-                client_event_id: None,
                 // Half of them 100 days old.
                 occurred_at: now - Duration::days(if i < 5 { 100 } else { 1 }),
-                received_at: now,
+                ..testing::pageview(&site, &format!("session{i:04}"), now)
             })
             .collect();
         let mut g = w.begin().unwrap();
@@ -242,27 +227,8 @@ mod tests {
         let mut w = store.open_writer(Durability::Normal).unwrap();
         w.index_sessions_at_once();
         let now = Utc::now();
-        let site = w
-            .run(|c| {
-                let a = accounts::ensure_account(c, "acme", now)?;
-                let new = sites::NewSite { account_id: a, name: "A", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
-                sites::create(c, &new, now)
-            })
-            .unwrap();
-        let event = |session: String, days: i64| NewEvent {
-            site_seq: site.seq,
-            session_id: session,
-            event_type: EventType::Pageview,
-            page_url: "https://a.test/".into(),
-            metadata: None,
-            device: Device::Desktop,
-            country: "FR".into(),
-            variant: None,
-            forced_variant: false,
-            client_event_id: None,
-            occurred_at: now - Duration::days(days),
-            received_at: now,
-        };
+        let site = testing::site(&mut w, "a.test", now);
+        let event = |session: String, days: i64| NewEvent { occurred_at: now - Duration::days(days), ..testing::pageview(&site, &session, now) };
         // Six sessions last seen 100 days ago, six yesterday, interleaved.
         let events: Vec<NewEvent> = (0..12).map(|i| event(format!("s{i:02}"), if i % 2 == 0 { 100 } else { 1 })).collect();
         let mut g = w.begin().unwrap();

@@ -477,11 +477,12 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
 mod tests {
     use chrono::{DateTime, TimeZone, Utc};
 
-    use crate::model::{Device, EventType, NewEvent, Site};
+    use crate::model::{EventType, NewEvent, Site};
     use crate::period::Period;
     use crate::query::{self, Filter};
-    use crate::store::{testing::temp_store, Durability};
-    use crate::{accounts, sites, Store};
+    use crate::store::testing::{self, temp_store};
+    use crate::store::Durability;
+    use crate::Store;
 
     struct Fixture {
         _dir: tempfile::TempDir,
@@ -493,20 +494,7 @@ mod tests {
     fn fixture() -> Fixture {
         let (dir, store) = temp_store();
         let mut writer = store.open_writer(Durability::Normal).unwrap();
-        let now = Utc::now();
-        let site = writer
-            .run(|c| {
-                let account = accounts::ensure_account(c, "acme", now)?;
-                let new = sites::NewSite {
-                    account_id: account,
-                    name: "Acme",
-                    domain: "acme.test",
-                    timezone: chrono_tz::Tz::UTC,
-                    revenue_per_mille: None,
-                };
-                sites::create(c, &new, now)
-            })
-            .unwrap();
+        let site = testing::site(&mut writer, "acme.test", Utc::now());
         Fixture { _dir: dir, store, writer, site }
     }
 
@@ -529,18 +517,11 @@ mod tests {
             event_id: Option<&str>,
         ) -> crate::model::Ack {
             let e = NewEvent {
-                site_seq: self.site.seq,
-                session_id: session.into(),
                 event_type: t,
-                page_url: "https://acme.test/".into(),
-                metadata: None,
-                device: Device::Desktop,
-                country: "FR".into(),
                 variant: variant.map(str::to_owned),
                 forced_variant: forced,
                 client_event_id: event_id.map(str::to_owned),
-                occurred_at: when,
-                received_at: when,
+                ..testing::pageview(&self.site, session, when)
             };
             let mut g = self.writer.begin().unwrap();
             let ack = g.ingest(&[e]).unwrap().remove(0);
@@ -731,20 +712,7 @@ mod tests {
     #[test]
     fn a_session_written_by_maintenance_inside_a_group_is_not_counted_twice() {
         let mut f = fixture();
-        let event = |t| NewEvent {
-            site_seq: f.site.seq,
-            session_id: "s1".into(),
-            event_type: t,
-            page_url: "https://acme.test/".into(),
-            metadata: None,
-            device: Device::Desktop,
-            country: "FR".into(),
-            variant: None,
-            forced_variant: false,
-            client_event_id: None,
-            occurred_at: at(9, 0),
-            received_at: at(9, 0),
-        };
+        let event = |t| NewEvent { event_type: t, ..testing::pageview(&f.site, "s1", at(9, 0)) };
         let (first, second) = (event(EventType::Pageview), event(EventType::AdblockDetected));
         let mut g = f.writer.begin().unwrap();
         g.ingest(&[first]).unwrap();

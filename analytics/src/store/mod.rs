@@ -107,4 +107,34 @@ pub(crate) mod testing {
         let store = Store::open(dir.path().join("test.db")).unwrap();
         (dir, store)
     }
+
+    /// A site (its domain also its name) in a new account "acme", as of `now`.
+    pub fn site(writer: &mut crate::write::Writer, domain: &str, now: chrono::DateTime<chrono::Utc>) -> crate::model::Site {
+        writer
+            .run(|c| {
+                let account = crate::accounts::ensure_account(c, "acme", now)?;
+                let new = crate::sites::NewSite { account_id: account, name: domain, domain, timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
+                crate::sites::create(c, &new, now)
+            })
+            .unwrap()
+    }
+
+    /// A desktop pageview from FR with no variant and no event id, occurred
+    /// and received at `at`: override fields with `..pageview(..)`.
+    pub fn pageview(site: &crate::model::Site, session: &str, at: chrono::DateTime<chrono::Utc>) -> crate::model::NewEvent {
+        crate::model::NewEvent {
+            site_seq: site.seq,
+            session_id: session.into(),
+            event_type: crate::model::EventType::Pageview,
+            page_url: format!("https://{}/", site.domain),
+            metadata: None,
+            device: crate::model::Device::Desktop,
+            country: "FR".into(),
+            variant: None,
+            forced_variant: false,
+            client_event_id: None,
+            occurred_at: at,
+            received_at: at,
+        }
+    }
 }
