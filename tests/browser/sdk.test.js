@@ -421,3 +421,39 @@ test('the wall is a labelled modal dialog whose help button says whether the ste
   assert.deepEqual([closed.expanded, closed.stepsHidden], ['false', true]);
   page.assertClean();
 });
+
+// Brave's own blocking (Shields), as far as it can be tried without Brave:
+// Chromium with Brave's `navigator.brave`, Shields blocking the bait request
+// or, shields down, blocking nothing. Brave's filtering itself uses the
+// EasyList-based lists tests/filter-lists checks.
+async function asBrave(page) {
+  await page.addInitScript(() => {
+    Object.defineProperty(Navigator.prototype, 'brave', { value: { isBrave: () => Promise.resolve(true) }, configurable: true });
+  });
+}
+
+test('Brave with Shields up: blocked by the browser, the wall explains Shields', async (t) => {
+  const site = await newSite('brave-shields-up', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, {
+    block: async (p) => {
+      await asBrave(p);
+      await h.blockBaitRequest(p);
+    },
+  });
+  assert.equal(await page.evaluate(() => typeof navigator.brave.isBrave), 'function');
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: true, blockerType: 'browser' });
+  await h.waitForWall(page);
+  assert.match(await h.wallText(page), /shield icon/, 'the Shields instructions');
+  const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed']);
+  assert.equal(events.find((e) => e.event_type === 'adblock_detected').metadata.blocker_type, 'browser');
+  page.assertClean();
+});
+
+test('Brave with Shields down: clean, no wall', async (t) => {
+  const site = await newSite('brave-shields-down', { ...wallDefaults, variants });
+  const page = await h.openPage(browser, site.url, t, { block: asBrave });
+  assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+  assert.equal(await h.wallOpen(page), false);
+  await expectEvents(site.siteId, ['pageview']);
+  page.assertClean();
+});
