@@ -17,8 +17,18 @@ local function uuid4()
     t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15], t[16])
 end
 
+-- Each thread seeds from /dev/urandom: the main Lua state's math.random is
+-- never seeded, so seeding threads from it would replay the same ids in every
+-- run, and the collector would answer duplicates instead of storing events.
+local function urandom_seed()
+  local f = assert(io.open("/dev/urandom", "rb"))
+  local b = f:read(4)
+  f:close()
+  return ((b:byte(1) * 256 + b:byte(2)) * 256 + b:byte(3)) * 128 + b:byte(4) % 128
+end
+
 function setup(thread)
-  thread:set("seed", math.random(1, 1e9))
+  thread:set("seed", urandom_seed())
 end
 
 function init(args)
