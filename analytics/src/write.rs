@@ -23,6 +23,7 @@ mod tail;
 // chosen by clients from colliding on purpose.
 use foldhash::HashMap;
 
+use rand::Rng;
 use rusqlite::{params, Connection, Transaction};
 use uuid::Uuid;
 
@@ -274,6 +275,14 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
     }
 }
 
+/// A stored event's id: a UUID v7 from its arrival time and the thread's
+/// userspace generator (`Uuid::now_v7` asks the kernel for its random bits,
+/// a system call per event on the writer thread).
+fn event_id(received_at: chrono::DateTime<chrono::Utc>) -> Uuid {
+    let random: [u8; 10] = rand::rng().random();
+    uuid::Builder::from_unix_timestamp_millis(received_at.timestamp_millis().max(0) as u64, &random).into_uuid()
+}
+
 fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
@@ -301,7 +310,7 @@ fn ingest_one(
         }
     }
 
-    let id = Uuid::now_v7();
+    let id = event_id(e.received_at);
     let hour = hour_of(e.occurred_at);
     let key: SessionKey = (e.site_seq, e.session_id.clone());
     let (seq, old) = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
@@ -336,7 +345,7 @@ fn ingest_one(
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     )?
     .execute(params![
-        id.to_string(),
+        id.hyphenated().encode_lower(&mut Uuid::encode_buffer()) as &str,
         e.site_seq,
         e.session_id,
         e.event_type.code(),
