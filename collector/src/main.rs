@@ -25,6 +25,7 @@ mod telemetry;
 use clap::Parser;
 
 fn main() -> std::process::ExitCode {
+    tune_allocator();
     telemetry::init();
     let cli = cli::Cli::parse();
     let result = match cli.command {
@@ -38,6 +39,21 @@ fn main() -> std::process::ExitCode {
             eprintln!("postern: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// glibc's malloc keeps what a burst freed: one arena per thread (up to eight
+/// per core), and a trim threshold that grows each time a large block is
+/// freed. Under ingestion load that held 3-6 MB more at the peak than two
+/// arenas and fixed 128 KiB thresholds (BENCHMARKS.md, session 5). Set before
+/// any thread starts.
+fn tune_allocator() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; no thread exists yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
 }
 
