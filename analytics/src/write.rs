@@ -32,8 +32,35 @@ use crate::Result;
 use event_ids::{EventIds, Stored};
 use sessions::{Known, SessionKey, Sessions};
 
-type RollupKey = (i64, i64, i64, String, String);
-type CountKey = (i64, i64, i64, i64, String);
+type RollupKey = (i64, i64, i64, Name, Name);
+type CountKey = (i64, i64, i64, i64, Name);
+
+/// A country code or variant name. A session's state is copied several times
+/// per event (staged, written, remembered, keyed into rollups): shared, a copy
+/// is a reference count instead of an allocation and a free.
+pub(crate) type Name = std::sync::Arc<str>;
+
+/// The names the writer has met (a few per site), each allocated once.
+#[derive(Default)]
+pub(crate) struct Names(foldhash::HashSet<Name>);
+
+impl Names {
+    /// Variant names come from clients: past this many the set starts over
+    /// (the names in use stay alive where they are held).
+    const MAX: usize = 4096;
+
+    pub(crate) fn get(&mut self, s: &str) -> Name {
+        if let Some(n) = self.0.get(s) {
+            return n.clone();
+        }
+        if self.0.len() >= Self::MAX {
+            self.0.clear();
+        }
+        let n: Name = s.into();
+        self.0.insert(n.clone());
+        n
+    }
+}
 
 /// Owner of the write connection.
 pub struct Writer {
@@ -237,8 +264,8 @@ impl Group<'_> {
 pub(crate) struct SessionState {
     first_hour: i64,
     device: i64,
-    country: String,
-    variant: String,
+    country: Name,
+    variant: Name,
     forced: bool,
     flags: u8,
 }
@@ -323,8 +350,8 @@ fn ingest_one(
     let mut new = old.clone().unwrap_or_else(|| SessionState {
         first_hour: hour,
         device: e.device.code(),
-        country: e.country.clone(),
-        variant: String::new(),
+        country: sessions.names.get(&e.country),
+        variant: sessions.names.get(""),
         forced: false,
         flags: 0,
     });
@@ -332,10 +359,10 @@ fn ingest_one(
     new.flags |= e.event_type.flag();
     if e.forced_variant {
         new.forced = true;
-        new.variant.clear();
+        new.variant = sessions.names.get("");
     } else if !new.forced && new.variant.is_empty() {
         if let Some(v) = &e.variant {
-            new.variant = v.clone();
+            new.variant = sessions.names.get(v);
         }
     }
 
@@ -351,7 +378,7 @@ fn ingest_one(
         e.event_type.code(),
         e.page_url,
         e.metadata,
-        new.country,
+        &*new.country,
         e.client_event_id,
         e.occurred_at.timestamp_millis(),
         e.received_at.timestamp_millis(),
@@ -409,11 +436,11 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
         let s = &p.state;
         let seq = match p.seq {
             Some(seq) => {
-                update.execute(params![seq, s.first_hour, s.variant, s.forced, s.flags, p.last_seen])?;
+                update.execute(params![seq, s.first_hour, &*s.variant, s.forced, s.flags, p.last_seen])?;
                 seq
             }
             None => {
-                append.execute(params![key.0, key.1, s.first_hour, s.device, s.country, s.variant, s.forced, s.flags, p.last_seen])?;
+                append.execute(params![key.0, key.1, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
                 conn.last_insert_rowid()
             }
         };
@@ -441,7 +468,7 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
             e[i] += d[i];
         }
         if !variant.is_empty() {
-            let e = by_variant.entry((*site, *hour, variant.as_str())).or_default();
+            let e = by_variant.entry((*site, *hour, &**variant)).or_default();
             e[0] += d[2];
             e[1] += d[5];
         }

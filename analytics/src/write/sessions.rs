@@ -9,7 +9,7 @@ use foldhash::HashMap;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use super::tail::{Key, Merged, Row, Tables, Tail};
-use super::SessionState;
+use super::{Names, SessionState};
 use crate::Result;
 
 /// Sessions the tail holds before slices are merged into the index (about 7 MB).
@@ -45,11 +45,12 @@ pub(super) struct Sessions {
     pub tail: Tail<Known>,
     young: HashMap<SessionKey, Known>,
     old: HashMap<SessionKey, Known>,
+    pub names: Names,
 }
 
 impl Default for Sessions {
     fn default() -> Sessions {
-        Sessions { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX), young: HashMap::default(), old: HashMap::default() }
+        Sessions { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX), young: HashMap::default(), old: HashMap::default(), names: Names::default() }
     }
 }
 
@@ -67,6 +68,7 @@ impl Sessions {
         let Some(seq) = self.tail.indexed(conn, key)? else {
             return Ok(None);
         };
+        let names = &mut self.names;
         Ok(conn
             .prepare_cached("SELECT first_hour, device, country, variant, forced, flags FROM sessions WHERE seq = ?1")?
             .query_row(params![seq], |r| {
@@ -75,8 +77,8 @@ impl Sessions {
                     state: SessionState {
                         first_hour: r.get(0)?,
                         device: r.get(1)?,
-                        country: r.get(2)?,
-                        variant: r.get(3)?,
+                        country: names.get(r.get_ref(2)?.as_str()?),
+                        variant: names.get(r.get_ref(3)?.as_str()?),
                         forced: r.get(4)?,
                         flags: r.get(5)?,
                     },
@@ -149,8 +151,8 @@ impl Sessions {
             let state = SessionState {
                 first_hour: r.get(3)?,
                 device: r.get(4)?,
-                country: r.get(5)?,
-                variant: r.get(6)?,
+                country: self.names.get(r.get_ref(5)?.as_str().map_err(rusqlite::Error::from)?),
+                variant: self.names.get(r.get_ref(6)?.as_str().map_err(rusqlite::Error::from)?),
                 forced: r.get(7)?,
                 flags: r.get(8)?,
             };
