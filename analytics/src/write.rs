@@ -322,7 +322,7 @@ fn ingest_one(
     sessions: &mut Sessions,
     event_ids: &mut EventIds,
 ) -> Result<Ack> {
-    let event_key = e.client_event_id.as_ref().map(|id| (e.site_seq, id.clone()));
+    let event_key: Option<SessionKey> = e.client_event_id.as_deref().map(|id| (e.site_seq, id.into()));
     if let Some(key) = &event_key {
         let existing = match mine.event_ids.get(key).or_else(|| group.event_ids.get(key)) {
             Some(s) => Some(*s),
@@ -339,7 +339,7 @@ fn ingest_one(
 
     let id = event_id(e.received_at);
     let hour = hour_of(e.occurred_at);
-    let key: SessionKey = (e.site_seq, e.session_id.clone());
+    let key: SessionKey = (e.site_seq, e.session_id.as_str().into());
     let (seq, old) = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
         Some(p) => (p.seq, Some(p.state.clone())),
         None => match sessions.get(conn, &key)? {
@@ -440,7 +440,7 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
                 seq
             }
             None => {
-                append.execute(params![key.0, key.1, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
+                append.execute(params![key.0, &*key.1, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
                 conn.last_insert_rowid()
             }
         };

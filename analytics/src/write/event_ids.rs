@@ -100,7 +100,7 @@ impl EventIds {
         let mut rows = stmt.query([marks.low])?;
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key: Key = (r.get(1)?, r.get(2)?);
+            let key: Key = (r.get(1)?, r.get::<_, String>(2)?.into());
             if marks.unindexed(&key.1, seq) {
                 let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
                 self.tail.push(key, stored);

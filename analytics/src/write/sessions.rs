@@ -144,7 +144,7 @@ impl Sessions {
         let mut rows = stmt.query([marks.low])?;
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key: SessionKey = (r.get(1)?, r.get(2)?);
+            let key: SessionKey = (r.get(1)?, r.get::<_, String>(2)?.into());
             if !marks.unindexed(&key.1, seq) {
                 continue;
             }

@@ -29,8 +29,9 @@ use crate::Result;
 /// Commits between two moves of `low` when nothing is merged.
 const LOW_EVERY: u32 = 1024;
 
-/// (site, key)
-pub(super) type Key = (i64, String);
+/// (site, key). Shared: the tail holds each key twice (by key, and in its
+/// slice's list), and a group passes it through its staging and memory.
+pub(super) type Key = (i64, std::sync::Arc<str>);
 
 /// The tables of one index: `index (key, site, seq)`, `marks (slice, seq)`,
 /// `low (seq)`, and the table of the rows (`seq` is its rowid).
@@ -63,6 +64,8 @@ pub(super) struct Tail<V> {
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
     commits: u32,
+    /// The lookup's SQL, built once: it runs for nearly every event.
+    lookup: String,
 }
 
 /// Slices merged by a transaction not yet committed.
@@ -84,7 +87,8 @@ impl Marks {
 
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
-        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0 }
+        let lookup = format!("SELECT seq FROM {} WHERE {} = ?1 AND site = ?2", tables.index, tables.key);
+        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0, lookup }
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
@@ -120,10 +124,8 @@ impl<V: Row> Tail<V> {
 
     /// Finds the `seq` of an indexed key.
     pub fn indexed(&self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
-        let t = self.tables;
-        let sql = format!("SELECT seq FROM {} WHERE {} = ?1 AND site = ?2", t.index, t.key);
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(params![key.1, key.0])?;
+        let mut stmt = conn.prepare_cached(&self.lookup)?;
+        let mut rows = stmt.query(params![&*key.1, key.0])?;
         Ok(match rows.next()? {
             Some(r) => Some(r.get(0)?),
             None => None,
@@ -150,7 +152,7 @@ impl<V: Row> Tail<V> {
             let Some((&slice, keys)) = self.slices.range(cursor..).next().or_else(|| self.slices.iter().next()) else {
                 break;
             };
-            let mut rows: Vec<(&str, i64, i64)> = keys.iter().map(|k| (k.1.as_str(), k.0, self.entries[k].seq())).collect();
+            let mut rows: Vec<(&str, i64, i64)> = keys.iter().map(|k| (&*k.1, k.0, self.entries[k].seq())).collect();
             rows.sort_unstable();
             for (key, site, seq) in &rows {
                 insert.execute(params![key, site, seq])?;
