@@ -15,6 +15,7 @@
 //! What a failed savepoint or a failed commit staged is thrown away.
 
 mod event_ids;
+mod filter;
 mod sessions;
 mod tail;
 
@@ -743,6 +744,30 @@ mod tests {
         }
         assert_eq!(count(&f, "SELECT count(*) FROM events"), 9);
         assert_eq!(count(&f, "SELECT sum(events) FROM event_counts_hourly"), 9);
+    }
+
+    #[test]
+    fn with_the_index_filters_built_every_stored_session_and_event_id_is_found() {
+        let mut f = fixture();
+        f.writer.sessions.tail.max = 2;
+        f.writer.event_ids.tail.max = 2;
+        let ids: Vec<String> = (0..20).map(|i| format!("{:02x}{i}-id", i * 37 % 256)).collect();
+        let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| {
+            f.send_full(&format!("{}-session", ids[i]), t, at(9, 0), None, false, Some(id))
+        };
+        let first: Vec<_> = (0..ids.len()).map(|i| send(&mut f, i, EventType::Pageview, &ids[i])).collect();
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        f.writer.sessions.tail.max = 2;
+        f.writer.event_ids.tail.max = 2;
+        // The first lookups start the builds.
+        f.send_full("warm-up-session", EventType::Pageview, at(9, 0), None, false, Some("ff-warm-up"));
+        assert!(f.writer.sessions.tail.wait_for_filter() && f.writer.event_ids.tail.wait_for_filter());
+        for (i, id) in ids.iter().enumerate() {
+            let again = send(&mut f, i, EventType::Pageview, id);
+            assert!(again.duplicate && again.id == first[i].id, "{id} was not found");
+            assert!(!send(&mut f, i, EventType::AdblockDetected, &format!("{id}-2")).duplicate);
+        }
+        assert_eq!(rollup_totals(&f.store), (21, 20), "a stored session was counted again");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use foldhash::HashMap;
 
 use rusqlite::{params, Connection};
 
+use super::filter::{self, Filter};
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -66,6 +67,8 @@ pub(super) struct Tail<V> {
     commits: u32,
     /// The lookup's SQL, built once: it runs for nearly every event.
     lookup: String,
+    /// Which keys the index table may hold.
+    filter: Filter,
 }
 
 /// Slices merged by a transaction not yet committed.
@@ -88,7 +91,8 @@ impl Marks {
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
         let lookup = format!("SELECT seq FROM {} WHERE {} = ?1 AND site = ?2", tables.index, tables.key);
-        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0, lookup }
+        let filter = Filter::new(tables.index, tables.key, tables.rows);
+        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0, lookup, filter }
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
@@ -122,8 +126,18 @@ impl<V: Row> Tail<V> {
         Ok(Marks { low, marks })
     }
 
+    /// Waits for the index filter being built (tests).
+    #[cfg(test)]
+    pub fn wait_for_filter(&mut self) -> bool {
+        self.filter.wait();
+        self.filter.is_ready()
+    }
+
     /// Finds the `seq` of an indexed key.
-    pub fn indexed(&self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
+    pub fn indexed(&mut self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
+        if !self.filter.may_hold(conn, filter::hash(key.0, &key.1)) {
+            return Ok(None);
+        }
         let mut stmt = conn.prepare_cached(&self.lookup)?;
         let mut rows = stmt.query(params![&*key.1, key.0])?;
         Ok(match rows.next()? {
@@ -156,6 +170,7 @@ impl<V: Row> Tail<V> {
             rows.sort_unstable();
             for (key, site, seq) in &rows {
                 insert.execute(params![key, site, seq])?;
+                self.filter.add(filter::hash(*site, key));
             }
             mark.execute(params![slice, rows.iter().map(|r| r.2).max().unwrap_or(0)])?;
             merged.0.push(slice);

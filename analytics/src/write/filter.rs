@@ -1,0 +1,302 @@
+//! Which keys an index table may hold, so that looking up a key it does not
+//! hold costs no B-tree search.
+//!
+//! Nearly every event brings a new client event id, and many a new session:
+//! each was searched for in its index table (a random leaf page, often read
+//! from the file) only to be missing, about a fifth of the writer's time. A
+//! Bloom filter of the table's keys answers "certainly not there" for all
+//! but a few per cent of them.
+//!
+//! The filter is built from the table by a background thread at start-up
+//! (and again when it fills up); until it is ready every lookup searches, as
+//! before. Keys merged into the table meanwhile are kept and added when it
+//! arrives. A filter only ever errs towards searching: keys deleted from the
+//! table stay in it, and keys of a merge that did not commit are added anyway.
+
+use std::hash::BuildHasher;
+use std::sync::mpsc;
+
+use rusqlite::{Connection, OpenFlags};
+
+/// Bits per key the filter is sized for, and bits set per key: about 5 % of
+/// missing keys still searched at capacity.
+const BITS_PER_KEY: usize = 6;
+const HASHES: u64 = 4;
+/// Smallest capacity, in keys (a few hundred KiB).
+const MIN_KEYS: usize = 1 << 18;
+/// Keys read per read transaction while building.
+const SCAN_CHUNK: usize = 50_000;
+
+/// The hash of a (site, key) pair, the same in the writer and the builder.
+pub(super) fn hash(site: i64, key: &str) -> u64 {
+    // A fixed seed: the builder thread and the writer must agree. Keys chosen
+    // to collide only cost the searches the filter would have saved.
+    foldhash::quality::FixedState::with_seed(0x706f_7374_6572_6e21).hash_one((site, key))
+}
+
+struct Bloom {
+    bits: Vec<u64>,
+    keys: usize,
+    capacity: usize,
+}
+
+impl Bloom {
+    fn with_capacity(keys: usize) -> Bloom {
+        let capacity = keys.max(MIN_KEYS);
+        Bloom { bits: vec![0; (capacity * BITS_PER_KEY).div_ceil(64)], keys: 0, capacity }
+    }
+
+    fn insert(&mut self, h: u64) {
+        for p in positions(self.bits.len() * 64, h) {
+            self.bits[p / 64] |= 1 << (p % 64);
+        }
+        self.keys += 1;
+    }
+
+    fn may_hold(&self, h: u64) -> bool {
+        positions(self.bits.len() * 64, h).all(|p| self.bits[p / 64] & (1 << (p % 64)) != 0)
+    }
+}
+
+/// Bit positions by double hashing, each mapped onto `n` bits without a division.
+fn positions(n: usize, h: u64) -> impl Iterator<Item = usize> {
+    let step = h.rotate_left(32) | 1;
+    (0..HASHES).map(move |i| ((u128::from(h.wrapping_add(i.wrapping_mul(step))) * n as u128) >> 64) as usize)
+}
+
+enum State {
+    /// Not started yet, or impossible (a database without a file).
+    Idle,
+    /// A thread builds it from the table; `since` are the keys merged meanwhile.
+    Building { built: mpsc::Receiver<rusqlite::Result<Bloom>>, since: Vec<u64> },
+    Ready(Bloom),
+    /// Building failed: every lookup searches.
+    Off,
+}
+
+pub(super) struct Filter {
+    /// One chunk of the index table's keys, after a given key, in key order.
+    scan: String,
+    /// An upper bound of the keys the table holds (its rows' `seq` range).
+    estimate: String,
+    state: State,
+}
+
+impl Filter {
+    pub fn new(index: &str, key: &str, rows: &str) -> Filter {
+        Filter {
+            scan: format!("SELECT {key}, site FROM {index} WHERE ({key}, site) > (?1, ?2) ORDER BY {key}, site LIMIT {SCAN_CHUNK}"),
+            estimate: format!("SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM {rows}"),
+            state: State::Idle,
+        }
+    }
+
+    /// False when the table certainly does not hold the key.
+    ///
+    /// Builds start here, never in [`Filter::add`]: a lookup runs before its
+    /// transaction merges anything, so every key merged earlier is committed
+    /// and in the builder's snapshot, and every later one is recorded.
+    pub fn may_hold(&mut self, conn: &Connection, h: u64) -> bool {
+        match &mut self.state {
+            State::Idle => {
+                self.start(conn, None);
+                true
+            }
+            // Past twice its capacity a filter lets a fifth of the missing
+            // keys through: build a larger one.
+            State::Ready(bloom) if bloom.keys > 2 * bloom.capacity => {
+                let keys = bloom.keys;
+                self.start(conn, Some(keys * 2));
+                true
+            }
+            State::Building { built, since } => match built.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => true,
+                Ok(Ok(mut bloom)) => {
+                    for h in since.drain(..) {
+                        bloom.insert(h);
+                    }
+                    let answer = bloom.may_hold(h);
+                    self.state = State::Ready(bloom);
+                    answer
+                }
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "building an index filter failed; lookups search the index");
+                    self.state = State::Off;
+                    true
+                }
+                Err(mpsc::TryRecvError::Disconnected) => {
+                    self.state = State::Off;
+                    true
+                }
+            },
+            State::Ready(bloom) => bloom.may_hold(h),
+            State::Off => true,
+        }
+    }
+
+    /// Takes in a key merged into the table (before its transaction commits).
+    pub fn add(&mut self, h: u64) {
+        match &mut self.state {
+            State::Building { since, .. } => since.push(h),
+            State::Ready(bloom) => bloom.insert(h),
+            State::Idle | State::Off => {}
+        }
+    }
+
+    /// Starts building from the table, recording merged keys from now on: the
+    /// builder's snapshot begins later, so it holds every key committed before.
+    fn start(&mut self, conn: &Connection, capacity: Option<usize>) {
+        let Some(path) = conn.path().filter(|p| !p.is_empty()).map(str::to_owned) else {
+            self.state = State::Off;
+            return;
+        };
+        let capacity = match capacity {
+            Some(c) => c,
+            None => match conn.query_row(&self.estimate, [], |r| r.get::<_, i64>(0)) {
+                // Room to grow before the first rebuild.
+                Ok(n) => usize::try_from(n).unwrap_or(0).saturating_mul(5) / 4,
+                Err(_) => 0,
+            },
+        };
+        let (tx, built) = mpsc::channel();
+        let scan = self.scan.clone();
+        let spawned = std::thread::Builder::new()
+            .name("postern-filter".into())
+            .spawn(move || {
+                let _ = tx.send(build(&path, &scan, capacity));
+            });
+        self.state = match spawned {
+            Ok(_) => State::Building { built, since: Vec::new() },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the index filter's thread; lookups search the index");
+                State::Off
+            }
+        };
+    }
+
+    /// Waits for a filter being built (tests).
+    #[cfg(test)]
+    pub fn wait(&mut self) {
+        if let State::Building { built, since } = &mut self.state {
+            self.state = match built.recv() {
+                Ok(Ok(mut bloom)) => {
+                    for h in since.drain(..) {
+                        bloom.insert(h);
+                    }
+                    State::Ready(bloom)
+                }
+                _ => State::Off,
+            };
+        }
+    }
+
+    #[cfg(test)]
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready(_))
+    }
+}
+
+/// Reads the table in chunks, each its own short read transaction: one long
+/// one would keep the writer's checkpoints from resetting the WAL, which would
+/// grow for as long as the scan takes. A key committed before the build
+/// started stays in its place, so some chunk reads it; later ones are in `since`.
+fn build(path: &str, scan: &str, capacity: usize) -> rusqlite::Result<Bloom> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let mut bloom = Bloom::with_capacity(capacity);
+    let mut stmt = conn.prepare(scan)?;
+    let mut after: (String, i64) = (String::new(), i64::MIN);
+    loop {
+        let mut rows = stmt.query(rusqlite::params![after.0, after.1])?;
+        let mut read = 0;
+        while let Some(r) = rows.next()? {
+            let (key, site) = (r.get_ref(0)?.as_str()?, r.get(1)?);
+            bloom.insert(hash(site, key));
+            read += 1;
+            if read == SCAN_CHUNK {
+                after = (key.to_owned(), site);
+            }
+        }
+        if read < SCAN_CHUNK {
+            return Ok(bloom);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A database with an index table holding `keys`.
+    fn table(keys: &[(i64, String)]) -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = Connection::open(dir.path().join("filter.db")).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE idx (k TEXT NOT NULL, site INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (k, site)) WITHOUT ROWID;
+             CREATE TABLE rows (seq INTEGER PRIMARY KEY);",
+        )
+        .unwrap();
+        insert(&conn, keys);
+        (dir, conn)
+    }
+
+    fn insert(conn: &Connection, keys: &[(i64, String)]) {
+        conn.execute_batch("BEGIN").unwrap();
+        for (i, (site, k)) in keys.iter().enumerate() {
+            conn.execute("INSERT INTO idx (k, site, seq) VALUES (?1, ?2, ?3)", rusqlite::params![k, site, i as i64]).unwrap();
+        }
+        conn.execute_batch("COMMIT").unwrap();
+    }
+
+    fn keys(n: usize, tag: &str) -> Vec<(i64, String)> {
+        (0..n).map(|i| ((i % 3) as i64, format!("{i:08x}-{tag}"))).collect()
+    }
+
+    #[test]
+    fn a_bloom_never_forgets_and_rarely_lies() {
+        let mut b = Bloom::with_capacity(10_000);
+        let keys: Vec<u64> = (0..b.capacity as i64).map(|i| hash(1, &format!("key-{i}"))).collect();
+        for &h in &keys {
+            b.insert(h);
+        }
+        assert!(keys.iter().all(|&h| b.may_hold(h)));
+        let false_positives = (0..100_000).filter(|i| b.may_hold(hash(2, &format!("other-{i}")))).count();
+        // About 5.6 % at capacity with 6 bits and 4 hashes per key.
+        assert!(false_positives < 8_000, "{false_positives} false positives in 100000");
+    }
+
+    #[test]
+    fn built_in_chunks_from_the_table_with_the_keys_merged_meanwhile() {
+        // More keys than two chunks of the scan.
+        let stored = keys(2 * SCAN_CHUNK + 7, "stored");
+        let (_dir, conn) = table(&stored);
+        let mut f = Filter::new("idx", "k", "rows");
+        assert!(f.may_hold(&conn, hash(0, "absent")), "every lookup searches until the filter is built");
+        // Not in the table: only the keys recorded while building can make it known.
+        f.add(hash(5, "merged-while-building"));
+        f.wait();
+        assert!(f.is_ready());
+        assert!(stored.iter().all(|(site, k)| f.may_hold(&conn, hash(*site, k))), "a stored key was hidden");
+        assert!(f.may_hold(&conn, hash(5, "merged-while-building")));
+        let absent = (0..20_000).filter(|i| f.may_hold(&conn, hash(9, &format!("absent-{i}")))).count();
+        assert!(absent < 2_000, "{absent} of 20000 absent keys would still be searched");
+    }
+
+    #[test]
+    fn a_full_filter_is_built_again_larger() {
+        let (_dir, conn) = table(&[]);
+        let mut f = Filter::new("idx", "k", "rows");
+        f.state = State::Ready(Bloom { bits: vec![0; 1000 * BITS_PER_KEY / 64], keys: 0, capacity: 1000 });
+        let merged = keys(2_001, "merged");
+        insert(&conn, &merged);
+        for (site, k) in &merged {
+            f.add(hash(*site, k));
+        }
+        assert!(f.may_hold(&conn, hash(0, "absent")), "searches while the larger filter is built");
+        assert!(!f.is_ready());
+        f.wait();
+        let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
+        assert!(bloom.capacity >= 4_002, "capacity {}", bloom.capacity);
+        assert!(merged.iter().all(|(site, k)| f.may_hold(&conn, hash(*site, k))));
+    }
+}
