@@ -68,13 +68,15 @@ enum State {
     /// Not started yet, or impossible (a database without a file).
     Idle,
     /// A thread builds it from the table; `since` are the keys merged meanwhile.
-    Building { built: mpsc::Receiver<rusqlite::Result<Bloom>>, since: Vec<u64> },
+    Building { built: mpsc::Receiver<rusqlite::Result<Bloom>>, since: Vec<u64>, started: std::time::Instant },
     Ready(Bloom),
     /// Building failed: every lookup searches.
     Off,
 }
 
 pub(super) struct Filter {
+    /// The index table.
+    table: &'static str,
     /// One chunk of the index table's keys, after a given key, in key order.
     scan: String,
     /// An upper bound of the keys the table holds (its rows' `seq` range).
@@ -83,8 +85,9 @@ pub(super) struct Filter {
 }
 
 impl Filter {
-    pub fn new(index: &str, key: &str, rows: &str) -> Filter {
+    pub fn new(index: &'static str, key: &str, rows: &str) -> Filter {
         Filter {
+            table: index,
             scan: format!("SELECT {key}, site FROM {index} WHERE ({key}, site) > (?1, ?2) ORDER BY {key}, site LIMIT {SCAN_CHUNK}"),
             estimate: format!("SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM {rows}"),
             state: State::Idle,
@@ -109,12 +112,20 @@ impl Filter {
                 self.start(conn, Some(keys * 2));
                 true
             }
-            State::Building { built, since } => match built.try_recv() {
+            State::Building { built, since, started } => match built.try_recv() {
                 Err(mpsc::TryRecvError::Empty) => true,
                 Ok(Ok(mut bloom)) => {
                     for h in since.drain(..) {
                         bloom.insert(h);
                     }
+                    tracing::info!(
+                        keys = bloom.keys,
+                        capacity = bloom.capacity,
+                        kib = bloom.bits.len() * 8 / 1024,
+                        seconds = started.elapsed().as_secs_f64(),
+                        table = self.table,
+                        "index filter ready"
+                    );
                     let answer = bloom.may_hold(h);
                     self.state = State::Ready(bloom);
                     answer
@@ -166,7 +177,7 @@ impl Filter {
                 let _ = tx.send(build(&path, &scan, capacity));
             });
         self.state = match spawned {
-            Ok(_) => State::Building { built, since: Vec::new() },
+            Ok(_) => State::Building { built, since: Vec::new(), started: std::time::Instant::now() },
             Err(e) => {
                 tracing::warn!(error = %e, "cannot start the index filter's thread; lookups search the index");
                 State::Off
@@ -177,7 +188,7 @@ impl Filter {
     /// Waits for a filter being built (tests).
     #[cfg(test)]
     pub fn wait(&mut self) {
-        if let State::Building { built, since } = &mut self.state {
+        if let State::Building { built, since, .. } = &mut self.state {
             self.state = match built.recv() {
                 Ok(Ok(mut bloom)) => {
                     for h in since.drain(..) {
