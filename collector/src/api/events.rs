@@ -9,15 +9,12 @@ use serde_json::{json, Value};
 use warp::reply::Response;
 
 use super::sites::load_site;
-use super::{json_reply, parse_json, Query};
+use super::{json_reply, Query};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::gateway::ClientAddr;
-use crate::ingest::{self, RequestInfo, SiteCache};
+use crate::ingest::{self, validate, RequestInfo, SiteCache};
 use crate::state::Ctx;
-
-/// Most events one batch may carry.
-pub const MAX_BATCH_EVENTS: usize = 500;
 
 fn ack_json(ack: &analytics::model::Ack) -> Value {
     let mut v = json!({ "id": ack.id, "received_at": iso(ack.received_at) });
@@ -35,9 +32,9 @@ pub async fn events_track(
     headers: HeaderMap,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
-    let body = parse_json(&body?)?;
+    let input = validate::parse_track(&body?)?;
     let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
-    let event = ingest::prepare(&ctx, p.as_ref(), &info, &mut SiteCache::default(), &body).await?;
+    let event = ingest::prepare(&ctx, p.as_ref(), &info, &mut SiteCache::default(), input).await?;
     let ack = ctx.writer.ingest(vec![event]).await?.remove(0);
     Ok(json_reply(StatusCode::CREATED, &ack_json(&ack)))
 }
@@ -57,23 +54,19 @@ pub async fn events_batch(
     if let Some(p) = &p {
         p.require(analytics::model::Scope::Ingest)?;
     }
-    let body = parse_json(&body?)?;
-    let items = body
-        .as_array()
-        .ok_or_else(|| ApiError::invalid("body", "invalid", "the body must be a JSON array of events"))?;
-    if items.is_empty() {
-        return Err(ApiError::invalid("body", "required", "the batch holds no events"));
-    }
-    if items.len() > MAX_BATCH_EVENTS {
-        return Err(ApiError::invalid("body", "too_long", format!("a batch holds at most {MAX_BATCH_EVENTS} events")));
-    }
+    let items = validate::parse_batch(&body?)?;
+    let n_items = items.len();
     let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
     let mut accepted = Vec::new();
     let mut accepted_at = Vec::new();
-    for (index, item) in items.iter().enumerate() {
-        match ingest::prepare(&ctx, p.as_ref(), &info, &mut cache, item).await {
+    for (index, item) in items.into_iter().enumerate() {
+        let outcome = match item {
+            Ok(input) => ingest::prepare(&ctx, p.as_ref(), &info, &mut cache, input).await,
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(event) => {
                 accepted_at.push(results.len());
                 accepted.push(event);
@@ -100,7 +93,7 @@ pub async fn events_batch(
             }
         }
     }
-    let out = json!({ "accepted": n_accepted, "rejected": items.len() - n_accepted, "results": results });
+    let out = json!({ "accepted": n_accepted, "rejected": n_items - n_accepted, "results": results });
     Ok(json_reply(StatusCode::CREATED, &out))
 }
 

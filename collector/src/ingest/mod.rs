@@ -1,5 +1,5 @@
 //! Ingestion as a pipeline of named steps: validate the body
-//! ([`validate::parse_track`]), resolve and authorize the site, enrich the
+//! ([`validate::parse_track`], [`validate::parse_batch`]), resolve and authorize the site, enrich the
 //! event (device, country, variant), then hand it to the [`writer`].
 
 pub mod validate;
@@ -55,15 +55,14 @@ impl SiteCache {
     }
 }
 
-/// Validates, authorizes and enriches one event body.
+/// Authorizes and enriches one validated event.
 pub async fn prepare(
     state: &AppState,
     principal: Option<&Principal>,
     info: &RequestInfo,
     cache: &mut SiteCache,
-    body: &Value,
+    input: TrackInput,
 ) -> Result<NewEvent, ApiError> {
-    let input = validate::parse_track(body)?;
     let site = cache
         .get(state, input.site_id)
         .await?

@@ -1,8 +1,19 @@
 //! Turns a JSON track body into a `TrackInput`, or says precisely which field
 //! is wrong and why (DESIGN §5.5). Pure: no I/O.
+//!
+//! The body is read straight into its fields, not into a `serde_json::Value`:
+//! strings are borrowed from the request bytes (unless they hold escapes) and
+//! only `metadata`, which is stored, becomes a `Value`. Whatever a field holds
+//! is still read by the same deserializer with the same checks as a `Value`
+//! would be, so malformed JSON is refused with the same message.
+
+use std::borrow::Cow;
+use std::fmt;
 
 use analytics::model::{BlockerType, Device, EventType};
 use chrono::{DateTime, Utc};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -11,8 +22,9 @@ use crate::error::ApiError;
 pub const MAX_PAGE_URL: usize = 2048;
 pub const MAX_METADATA_BYTES: usize = 2048;
 pub const MAX_VARIANT_LEN: usize = 64;
+/// Most events one batch may carry.
+pub const MAX_BATCH_EVENTS: usize = 500;
 const SESSION_ID_LEN: std::ops::RangeInclusive<usize> = 8..=128;
-const KNOWN_FIELDS: [&str; 7] = ["session_id", "site_id", "event_type", "page_url", "metadata", "event_id", "timestamp"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackInput {
@@ -30,38 +42,281 @@ pub struct TrackInput {
     pub timestamp: Option<DateTime<Utc>>,
 }
 
+/// Parses and validates a track body.
+pub fn parse_track(bytes: &[u8]) -> Result<TrackInput, ApiError> {
+    match read::<Body>(bytes)? {
+        Body::Object(fields) => validate(fields),
+        Body::Other => Err(not_an_object()),
+    }
+}
+
+/// Parses a batch body; each event is validated on its own, in order.
+pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Result<TrackInput, ApiError>>, ApiError> {
+    let Batch::Items(items) = read::<Batch>(bytes)? else {
+        return Err(ApiError::invalid("body", "invalid", "the body must be a JSON array of events"));
+    };
+    if items.is_empty() {
+        return Err(ApiError::invalid("body", "required", "the batch holds no events"));
+    }
+    if items.len() > MAX_BATCH_EVENTS {
+        return Err(ApiError::invalid("body", "too_long", format!("a batch holds at most {MAX_BATCH_EVENTS} events")));
+    }
+    Ok(items
+        .into_iter()
+        .map(|item| match item {
+            Body::Object(fields) => validate(fields),
+            Body::Other => Err(not_an_object()),
+        })
+        .collect())
+}
+
+fn not_an_object() -> ApiError {
+    ApiError::invalid("body", "invalid", "the body must be a JSON object")
+}
+
+/// The same refusals as `api::parse_json` for an empty or malformed body.
+fn read<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::invalid("body", "required", "a JSON body is required"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid("body", "invalid", format!("malformed JSON: {e}")))
+}
+
+/// A top-level field's value as far as validation cares.
+enum Scalar<'a> {
+    Null,
+    Str(Cow<'a, str>),
+    Other,
+}
+
+/// A track body's fields. A repeated key keeps its last value, as a
+/// `serde_json::Map` does; the first unknown key is kept for the error.
+#[derive(Default)]
+struct Fields<'a> {
+    session_id: Option<Scalar<'a>>,
+    site_id: Option<Scalar<'a>>,
+    event_type: Option<Scalar<'a>>,
+    page_url: Option<Scalar<'a>>,
+    metadata: Option<Value>,
+    event_id: Option<Scalar<'a>>,
+    timestamp: Option<Scalar<'a>>,
+    unknown: Option<String>,
+}
+
+enum Body<'a> {
+    Object(Fields<'a>),
+    Other,
+}
+
+enum Batch<'a> {
+    Items(Vec<Body<'a>>),
+    Other,
+}
+
+enum Key {
+    SessionId,
+    SiteId,
+    EventType,
+    PageUrl,
+    Metadata,
+    EventId,
+    Timestamp,
+    Unknown(String),
+}
+
+/// Reads (and checks) a value of a type validation does not look into,
+/// exactly as a `Value` would be read.
+fn skip_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<Value>()?.is_some() {}
+    Ok(())
+}
+
+fn skip_map<'de, A: MapAccess<'de>>(map: A) -> Result<(), A::Error> {
+    Value::deserialize(MapAccessDeserializer::new(map)).map(drop)
+}
+
+/// Visitor methods for every JSON value but the ones a visitor reads itself.
+macro_rules! other_values {
+    ($other:expr; $($method:ident($t:ty)),*) => {
+        $(fn $method<E: de::Error>(self, _: $t) -> Result<Self::Value, E> {
+            Ok($other)
+        })*
+    };
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Scalar::Str(Cow::Owned(s.to_owned())))
+            }
+            other_values!(Scalar::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                skip_seq(seq).map(|()| Scalar::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                skip_map(map).map(|()| Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Key, E> {
+                Ok(match s {
+                    "session_id" => Key::SessionId,
+                    "site_id" => Key::SiteId,
+                    "event_type" => Key::EventType,
+                    "page_url" => Key::PageUrl,
+                    "metadata" => Key::Metadata,
+                    "event_id" => Key::EventId,
+                    "timestamp" => Key::Timestamp,
+                    other => Key::Unknown(other.to_owned()),
+                })
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Body<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Body<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Body::Other)
+            }
+            other_values!(Body::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                skip_seq(seq).map(|()| Body::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut f = Fields::default();
+                while let Some(key) = map.next_key::<Key>()? {
+                    match key {
+                        Key::SessionId => f.session_id = Some(map.next_value()?),
+                        Key::SiteId => f.site_id = Some(map.next_value()?),
+                        Key::EventType => f.event_type = Some(map.next_value()?),
+                        Key::PageUrl => f.page_url = Some(map.next_value()?),
+                        Key::Metadata => f.metadata = Some(map.next_value()?),
+                        Key::EventId => f.event_id = Some(map.next_value()?),
+                        Key::Timestamp => f.timestamp = Some(map.next_value()?),
+                        Key::Unknown(name) => {
+                            map.next_value::<Value>()?;
+                            f.unknown.get_or_insert(name);
+                        }
+                    }
+                }
+                Ok(Body::Object(f))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Batch<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Batch<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(Batch::Other)
+            }
+            other_values!(Batch::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Batch::Items(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                skip_map(map).map(|()| Batch::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 fn is_token_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-/// A field's value, treating `null` as absent.
-fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    obj.get(name).filter(|v| !v.is_null())
-}
-
-fn required_str<'a>(obj: &'a Map<String, Value>, name: &str) -> Result<&'a str, ApiError> {
-    match field(obj, name) {
-        None => Err(ApiError::required(name)),
-        Some(Value::String(s)) if s.is_empty() => Err(ApiError::required(name)),
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
+/// A top-level field as a string: `null` means absent.
+fn required_str<'f>(value: &'f Option<Scalar<'_>>, name: &str) -> Result<&'f str, ApiError> {
+    match value {
+        None | Some(Scalar::Null) => Err(ApiError::required(name)),
+        Some(Scalar::Str(s)) if s.is_empty() => Err(ApiError::required(name)),
+        Some(Scalar::Str(s)) => Ok(s),
+        Some(Scalar::Other) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
     }
 }
 
-fn optional_str<'a>(obj: &'a Map<String, Value>, name: &str, path: &str) -> Result<Option<&'a str>, ApiError> {
-    match field(obj, name) {
+fn optional_str<'f>(value: &'f Option<Scalar<'_>>, name: &str) -> Result<Option<&'f str>, ApiError> {
+    match value {
+        None | Some(Scalar::Null) => Ok(None),
+        Some(Scalar::Str(s)) => Ok(Some(s)),
+        Some(Scalar::Other) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
+    }
+}
+
+/// A metadata field's value, treating `null` as absent.
+fn meta<'a>(metadata: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    metadata.get(name).filter(|v| !v.is_null())
+}
+
+fn meta_str<'a>(metadata: &'a Map<String, Value>, name: &str, path: &str) -> Result<Option<&'a str>, ApiError> {
+    match meta(metadata, name) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
         Some(_) => Err(ApiError::invalid(path, "invalid", format!("{path} must be a string"))),
     }
 }
 
-pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
-    let obj = body
-        .as_object()
-        .ok_or_else(|| ApiError::invalid("body", "invalid", "the body must be a JSON object"))?;
+/// Counts the bytes of the serialized metadata without keeping them.
+#[derive(Default)]
+struct ByteCount(usize);
 
-    let session_id = required_str(obj, "session_id")?;
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The checks, in the order their errors take precedence.
+fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
+    let session_id = required_str(&obj.session_id, "session_id")?;
     if session_id.len() > *SESSION_ID_LEN.end() {
         return Err(ApiError::invalid("session_id", "too_long", "session_id is longer than 128 characters"));
     }
@@ -73,16 +328,16 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
         ));
     }
 
-    let site_id = required_str(obj, "site_id")?;
+    let site_id = required_str(&obj.site_id, "site_id")?;
     let site_id = Uuid::parse_str(site_id).map_err(|_| ApiError::invalid("site_id", "invalid", "site_id must be a UUID"))?;
 
-    let event_type = required_str(obj, "event_type")?;
+    let event_type = required_str(&obj.event_type, "event_type")?;
     let event_type = EventType::parse(event_type).ok_or_else(|| {
         let all: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
         ApiError::invalid("event_type", "invalid", format!("event_type must be one of {}", all.join(", ")))
     })?;
 
-    let page_url = required_str(obj, "page_url")?;
+    let page_url = required_str(&obj.page_url, "page_url")?;
     if page_url.len() > MAX_PAGE_URL {
         return Err(ApiError::invalid("page_url", "too_long", "page_url is longer than 2048 characters"));
     }
@@ -92,15 +347,16 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
         .and_then(|u| u.host_str().map(str::to_owned))
         .ok_or_else(|| ApiError::invalid("page_url", "invalid", "page_url must be an absolute http(s) URL"))?;
 
-    let metadata = match field(obj, "metadata") {
-        None => Map::new(),
-        Some(Value::Object(m)) => m.clone(),
+    let metadata = match obj.metadata {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
         Some(_) => return Err(ApiError::invalid("metadata", "invalid", "metadata must be an object")),
     };
-    if serde_json::to_string(&metadata).map_or(0, |s| s.len()) > MAX_METADATA_BYTES {
+    let mut size = ByteCount::default();
+    if serde_json::to_writer(&mut size, &metadata).map_or(0, |()| size.0) > MAX_METADATA_BYTES {
         return Err(ApiError::invalid("metadata", "too_long", "metadata is larger than 2 KiB once serialized"));
     }
-    if let Some(b) = optional_str(&metadata, "blocker_type", "metadata.blocker_type")? {
+    if let Some(b) = meta_str(&metadata, "blocker_type", "metadata.blocker_type")? {
         if BlockerType::parse(b).is_none() {
             return Err(ApiError::invalid(
                 "metadata.blocker_type",
@@ -109,14 +365,14 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
             ));
         }
     }
-    let device = optional_str(&metadata, "device_type", "metadata.device_type")?
+    let device = meta_str(&metadata, "device_type", "metadata.device_type")?
         .map(|d| {
             Device::parse(d).ok_or_else(|| {
                 ApiError::invalid("metadata.device_type", "invalid", "metadata.device_type must be one of desktop, mobile, tablet")
             })
         })
         .transpose()?;
-    let variant = optional_str(&metadata, "variant", "metadata.variant")?;
+    let variant = meta_str(&metadata, "variant", "metadata.variant")?;
     if let Some(v) = variant {
         if v.is_empty() || v.len() > MAX_VARIANT_LEN || !v.chars().all(is_token_char) {
             return Err(ApiError::invalid(
@@ -126,7 +382,8 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
             ));
         }
     }
-    let forced_variant = match field(&metadata, "forced_variant") {
+    let variant = variant.map(str::to_owned);
+    let forced_variant = match meta(&metadata, "forced_variant") {
         None => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
@@ -134,11 +391,11 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
         }
     };
 
-    let event_id = optional_str(obj, "event_id", "event_id")?
+    let event_id = optional_str(&obj.event_id, "event_id")?
         .map(|s| Uuid::parse_str(s).map_err(|_| ApiError::invalid("event_id", "invalid", "event_id must be a UUID")))
         .transpose()?;
 
-    let timestamp = optional_str(obj, "timestamp", "timestamp")?
+    let timestamp = optional_str(&obj.timestamp, "timestamp")?
         .map(|s| {
             DateTime::parse_from_rfc3339(s)
                 .map(|t| t.with_timezone(&Utc))
@@ -146,8 +403,9 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
         })
         .transpose()?;
 
-    if let Some(unknown) = obj.keys().find(|k| !KNOWN_FIELDS.contains(&k.as_str())) {
-        return Err(ApiError::invalid(unknown.clone(), "unknown_field", format!("unknown field {unknown}")));
+    if let Some(unknown) = obj.unknown {
+        let message = format!("unknown field {unknown}");
+        return Err(ApiError::invalid(unknown, "unknown_field", message));
     }
 
     Ok(TrackInput {
@@ -157,7 +415,7 @@ pub fn parse_track(body: &Value) -> Result<TrackInput, ApiError> {
         page_url: page_url.to_owned(),
         page_host,
         device,
-        variant: variant.map(str::to_owned),
+        variant,
         forced_variant,
         metadata,
         event_id,
@@ -181,20 +439,29 @@ mod tests {
         })
     }
 
+    fn parse(body: &Value) -> Result<TrackInput, ApiError> {
+        parse_track(body.to_string().as_bytes())
+    }
+
     fn error_of(mut body: Value, change: impl FnOnce(&mut Map<String, Value>)) -> (String, String) {
         change(body.as_object_mut().unwrap());
-        let e = parse_track(&body).unwrap_err();
+        let e = parse(&body).unwrap_err();
         assert_eq!(e.status, 400);
         (e.field.unwrap(), e.reason.to_owned())
     }
 
+    fn refusal(e: ApiError) -> (u16, String, &'static str, String) {
+        (e.status.as_u16(), e.field.unwrap_or_default(), e.reason, e.message)
+    }
+
     #[test]
     fn a_valid_body_parses() {
-        let t = parse_track(&valid()).unwrap();
+        let t = parse(&valid()).unwrap();
         assert_eq!(t.event_type, EventType::AdblockDetected);
         assert_eq!(t.device, Some(Device::Mobile));
         assert_eq!(t.variant.as_deref(), Some("emotional"));
         assert!(!t.forced_variant);
+        assert_eq!(Value::Object(t.metadata), valid()["metadata"]);
     }
 
     #[test]
@@ -212,18 +479,22 @@ mod tests {
             ("session_id", json!("x".repeat(129)), "session_id", "too_long"),
             ("session_id", json!("has space 123"), "session_id", "invalid"),
             ("session_id", json!(12345678), "session_id", "invalid"),
+            ("session_id", json!(["sess_12345678"]), "session_id", "invalid"),
+            ("session_id", json!({"a": 1}), "session_id", "invalid"),
             ("site_id", json!("not-a-uuid"), "site_id", "invalid"),
             ("event_type", json!("click"), "event_type", "invalid"),
             ("page_url", json!("/relative"), "page_url", "invalid"),
             ("page_url", json!("ftp://example.com/"), "page_url", "invalid"),
             ("page_url", json!(format!("https://e.com/{}", "a".repeat(2048))), "page_url", "too_long"),
             ("metadata", json!([1]), "metadata", "invalid"),
+            ("metadata", json!("{}"), "metadata", "invalid"),
             ("metadata", json!({"blob": "x".repeat(2100)}), "metadata", "too_long"),
             ("metadata", json!({"blocker_type": "dns"}), "metadata.blocker_type", "invalid"),
             ("metadata", json!({"device_type": "tv"}), "metadata.device_type", "invalid"),
             ("metadata", json!({"variant": "no spaces please"}), "metadata.variant", "invalid"),
             ("metadata", json!({"forced_variant": "yes"}), "metadata.forced_variant", "invalid"),
             ("event_id", json!("nope"), "event_id", "invalid"),
+            ("event_id", json!(7), "event_id", "invalid"),
             ("timestamp", json!("yesterday"), "timestamp", "invalid"),
             ("siteId", json!("x"), "siteId", "unknown_field"),
         ];
@@ -234,8 +505,142 @@ mod tests {
     }
 
     #[test]
+    fn the_first_failing_check_wins() {
+        // Checks run in a fixed order, whatever the order of the keys.
+        let body = br#"{"zz": 1, "timestamp": "x", "metadata": 1, "page_url": "/", "event_type": "x", "site_id": "x", "session_id": 1}"#;
+        assert_eq!(refusal(parse_track(body).unwrap_err()).1, "session_id");
+        let mut v = valid();
+        v["metadata"] = json!({"forced_variant": 1, "variant": "a b", "device_type": "tv", "blocker_type": "dns"});
+        v["event_id"] = json!("nope");
+        v["zz"] = json!(1);
+        assert_eq!(refusal(parse(&v).unwrap_err()).1, "metadata.blocker_type");
+        v["metadata"] = json!({"blob": "x".repeat(2100), "blocker_type": "dns"});
+        assert_eq!(refusal(parse(&v).unwrap_err()).1, "metadata");
+        v["metadata"] = json!({});
+        assert_eq!(refusal(parse(&v).unwrap_err()).1, "event_id");
+        v["event_id"] = Value::Null;
+        assert_eq!(refusal(parse(&v).unwrap_err()), (400, "zz".into(), "unknown_field", "unknown field zz".into()));
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value_and_first_place() {
+        // As a serde_json::Map does: the value is replaced where the key first stood.
+        let body = br#"{"session_id": "x", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11", "event_type": "pageview",
+            "page_url": "https://e.com/", "session_id": "sess_12345678",
+            "metadata": {"variant": "a b", "device_type": "tablet", "variant": "b"}}"#;
+        let t = parse_track(body).unwrap();
+        assert_eq!(t.session_id, "sess_12345678");
+        assert_eq!(t.variant.as_deref(), Some("b"));
+        assert_eq!(serde_json::to_string(&t.metadata).unwrap(), r#"{"variant":"b","device_type":"tablet"}"#);
+        let later_null = br#"{"session_id": "sess_12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
+            "event_type": "pageview", "page_url": "https://e.com/", "session_id": null}"#;
+        assert_eq!(refusal(parse_track(later_null).unwrap_err()).1, "session_id");
+        let unknowns = br#"{"b": 1, "session_id": "sess_12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
+            "event_type": "pageview", "page_url": "https://e.com/", "a": 2, "b": 3}"#;
+        assert_eq!(refusal(parse_track(unknowns).unwrap_err()).1, "b");
+    }
+
+    #[test]
+    fn null_means_absent() {
+        let mut v = valid();
+        for f in ["metadata", "event_id", "timestamp"] {
+            v[f] = Value::Null;
+        }
+        let t = parse(&v).unwrap();
+        assert!(t.metadata.is_empty() && t.event_id.is_none() && t.timestamp.is_none());
+        v["metadata"] = json!({"device_type": null, "variant": null, "forced_variant": null, "blocker_type": null});
+        let t = parse(&v).unwrap();
+        assert_eq!((t.device, t.variant, t.forced_variant), (None, None, false));
+        // Kept as sent: the stored metadata shows the nulls.
+        assert_eq!(t.metadata.len(), 4);
+    }
+
+    #[test]
+    fn escaped_strings_and_keys_are_read_unescaped() {
+        let body = br#"{"session_\u0069d": "sess\u005f12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
+            "event_type": "page\u0076iew", "page_url": "https:\/\/e.com\/caf\u00e9",
+            "metadata": {"v\u0061riant": "\u0041b"}}"#;
+        let t = parse_track(body).unwrap();
+        assert_eq!(t.session_id, "sess_12345678");
+        assert_eq!(t.event_type, EventType::Pageview);
+        assert_eq!(t.page_url, "https://e.com/café");
+        assert_eq!(t.variant.as_deref(), Some("Ab"));
+        assert_eq!(serde_json::to_string(&t.metadata).unwrap(), r#"{"variant":"Ab"}"#);
+    }
+
+    #[test]
     fn the_body_must_be_an_object() {
-        let e = parse_track(&json!([1, 2])).unwrap_err();
-        assert_eq!((e.field.as_deref(), e.reason), (Some("body"), "invalid"));
+        for body in ["[1, 2]", "\"x\"", "1", "-1", "1.5", "null", "true", " [] "] {
+            let e = refusal(parse_track(body.as_bytes()).unwrap_err());
+            assert_eq!(e, (400, "body".into(), "invalid", "the body must be a JSON object".into()), "{body}");
+        }
+        for body in ["", " \n\t"] {
+            let e = refusal(parse_track(body.as_bytes()).unwrap_err());
+            assert_eq!(e, (400, "body".into(), "required", "a JSON body is required".into()), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn malformed_json_is_refused_as_a_value_parse_would_refuse_it() {
+        let deep = format!(r#"{{"x": {}1{}}}"#, "[".repeat(200), "]".repeat(200));
+        let bodies: Vec<&[u8]> = vec![
+            b"{",
+            b"{\"a\":}",
+            b"{\"a\" 1}",
+            b"{\"a\":1,}",
+            b"{} x",
+            b"[{}",
+            b"nul",
+            b"{\"session_id\": 1e400}",
+            b"{\"zz\": [1, -1e999]}",
+            b"{\"metadata\": {\"a\": 1e400}}",
+            b"{\"metadata\": {\"a\": \"\\ud800\"}}",
+            b"{\"site_id\": \"\\x\"}",
+            b"{\"session_id\": \"\xff\"}",
+            b"{\"\xff\": 1}",
+            b"{\"page_url\": \"a\nb\"}",
+            b"{1: 2}",
+            deep.as_bytes(),
+        ];
+        for body in bodies {
+            let expected = serde_json::from_slice::<Value>(body).unwrap_err();
+            let e = refusal(parse_track(body).unwrap_err());
+            assert_eq!(e, (400, "body".into(), "invalid", format!("malformed JSON: {expected}")), "{}", String::from_utf8_lossy(body));
+            let batch = [b"[".as_slice(), body, b"]"].concat();
+            let expected = serde_json::from_slice::<Value>(&batch).unwrap_err();
+            let e = refusal(parse_batch(&batch).unwrap_err());
+            assert_eq!(e.3, format!("malformed JSON: {expected}"));
+        }
+    }
+
+    #[test]
+    fn a_batch_is_a_non_empty_array_of_at_most_500_events() {
+        let not_array = (400, "body".into(), "invalid", "the body must be a JSON array of events".into());
+        for body in ["{}", "null", "\"[]\"", "3"] {
+            assert_eq!(refusal(parse_batch(body.as_bytes()).unwrap_err()), not_array, "{body}");
+        }
+        assert_eq!(refusal(parse_batch(b"[]").unwrap_err()), (400, "body".into(), "required", "the batch holds no events".into()));
+        assert_eq!(refusal(parse_batch(b"").unwrap_err()).2, "required");
+        let items = |n: usize| format!("[{}]", vec![valid().to_string(); n].join(","));
+        assert_eq!(parse_batch(items(500).as_bytes()).unwrap().len(), 500);
+        let e = refusal(parse_batch(items(501).as_bytes()).unwrap_err());
+        assert_eq!(e, (400, "body".into(), "too_long", "a batch holds at most 500 events".into()));
+        // Malformed JSON anywhere wins over the count.
+        let e = refusal(parse_batch(format!("{},", items(501).trim_end_matches(']')).as_bytes()).unwrap_err());
+        assert!(e.3.starts_with("malformed JSON: "), "{e:?}");
+    }
+
+    #[test]
+    fn each_batch_item_is_judged_on_its_own() {
+        let mut bad = valid();
+        bad["session_id"] = json!(1);
+        let body = format!("[{}, [1], null, {}, {}]", valid(), bad, json!({"metadata": 1}));
+        let out: Vec<_> = parse_batch(body.as_bytes()).unwrap().into_iter().map(|r| r.map_err(refusal)).collect();
+        assert_eq!(out[0].as_ref().unwrap(), &parse(&valid()).unwrap());
+        let not_object = (400, "body".into(), "invalid", "the body must be a JSON object".into());
+        assert_eq!(out[1].as_ref().unwrap_err(), &not_object);
+        assert_eq!(out[2].as_ref().unwrap_err(), &not_object);
+        assert_eq!(out[3].as_ref().unwrap_err().1, "session_id");
+        assert_eq!(out[4].as_ref().unwrap_err(), &(400, "session_id".into(), "required", "session_id is required".into()));
     }
 }
