@@ -5,6 +5,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Instant;
 
 use analytics::accounts::hash_secret;
@@ -16,6 +17,7 @@ use warp::Reply;
 
 use crate::auth::{self, Principal};
 use crate::error::ApiError;
+use crate::ingest::RequestInfo;
 use crate::rate_limit::{Bucket, Decision};
 use crate::state::Ctx;
 
@@ -97,6 +99,10 @@ where
                 req.extensions_mut().insert(p);
             }
             req.extensions_mut().insert(ClientAddr(ip));
+            if class == Class::Ingest {
+                let info = RequestInfo::read(&ctx, req.headers(), Some(ip));
+                req.extensions_mut().insert(Arc::new(info));
+            }
             // HEAD is answered wherever GET is; hyper leaves the body out.
             if req.method() == Method::HEAD {
                 *req.method_mut() = Method::GET;

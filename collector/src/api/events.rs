@@ -1,10 +1,13 @@
 //! Events: ingestion (track, its neutral alias `/v1/e`, batch) and the list of
 //! a site's raw events.
 
+use std::sync::Arc;
+
 use analytics::model::{iso, EventType, Scope};
 use analytics::query;
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use chrono::Utc;
+use http::StatusCode;
 use serde_json::{json, Value};
 use warp::reply::Response;
 
@@ -12,7 +15,6 @@ use super::sites::load_site;
 use super::{json_reply, Query};
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::gateway::ClientAddr;
 use crate::ingest::{self, validate, RequestInfo, SiteCache};
 use crate::state::Ctx;
 
@@ -28,13 +30,11 @@ fn ack_json(ack: &analytics::model::Ack) -> Value {
 pub async fn events_track(
     ctx: Ctx,
     p: Option<Principal>,
-    addr: Option<ClientAddr>,
-    headers: HeaderMap,
+    info: Arc<RequestInfo>,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
     let input = validate::parse_track(&body?)?;
-    let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
-    let event = ingest::prepare(&ctx, p.as_ref(), &info, &mut SiteCache::default(), input).await?;
+    let event = ingest::prepare(&ctx, p.as_ref(), &info, Utc::now(), &mut SiteCache::default(), input).await?;
     let ack = ctx.writer.ingest(vec![event]).await?.remove(0);
     Ok(json_reply(StatusCode::CREATED, &ack_json(&ack)))
 }
@@ -46,8 +46,7 @@ pub async fn events_track(
 pub async fn events_batch(
     ctx: Ctx,
     p: Option<Principal>,
-    addr: Option<ClientAddr>,
-    headers: HeaderMap,
+    info: Arc<RequestInfo>,
     body: Result<Bytes, ApiError>,
 ) -> Result<Response, ApiError> {
     // A key that may not ingest is refused as a whole, not item by item.
@@ -56,14 +55,14 @@ pub async fn events_batch(
     }
     let items = validate::parse_batch(&body?)?;
     let n_items = items.len();
-    let info = RequestInfo::from_headers(&headers, ctx.geo.country(&headers, addr.map(|a| a.0)));
+    let received_at = Utc::now();
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
     let mut accepted = Vec::new();
     let mut accepted_at = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
         let outcome = match item {
-            Ok(input) => ingest::prepare(&ctx, p.as_ref(), &info, &mut cache, input).await,
+            Ok(input) => ingest::prepare(&ctx, p.as_ref(), &info, received_at, &mut cache, input).await,
             Err(e) => Err(e),
         };
         match outcome {

@@ -16,6 +16,7 @@ mod sites;
 
 use std::convert::Infallible;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
@@ -28,6 +29,7 @@ use warp::{Filter, Rejection, Reply};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::gateway::ClientAddr;
+use crate::ingest::RequestInfo;
 use crate::state::Ctx;
 
 pub use sites::normalize_domain;
@@ -43,6 +45,10 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
     use warp::{delete, get, patch, path, post};
     let dashboard_routes = crate::dashboard::routes(ctx.clone());
     let demo = ctx.config.demo;
+    let info = {
+        let ctx = ctx.clone();
+        move || request_info(ctx.clone())
+    };
     let c = move || with_ctx(ctx.clone());
 
     let site_routes = path!("v1" / "sites")
@@ -101,16 +107,14 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .and(post())
         .and(c())
         .and(warp::ext::optional::<Principal>())
-        .and(warp::ext::optional::<ClientAddr>())
-        .and(warp::header::headers_cloned())
+        .and(info())
         .and(body(TRACK_BODY_LIMIT))
         .then(events::events_track)
         .or(path!("v1" / "events" / "batch")
             .and(post())
             .and(c())
             .and(warp::ext::optional::<Principal>())
-            .and(warp::ext::optional::<ClientAddr>())
-            .and(warp::header::headers_cloned())
+            .and(info())
             .and(body(BATCH_BODY_LIMIT))
             .then(events::events_batch))
         .unify()
@@ -276,6 +280,17 @@ fn with_ctx(ctx: Ctx) -> impl Filter<Extract = (Ctx,), Error = Infallible> + Clo
 fn principal() -> impl Filter<Extract = (Result<Principal, ApiError>,), Error = Infallible> + Clone {
     warp::ext::optional::<Principal>()
         .map(|p: Option<Principal>| p.ok_or_else(|| ApiError::unauthenticated("required", "an API key is required")))
+}
+
+/// What ingestion reads from the request's headers. The gateway works it out
+/// for ingestion paths; a path it classifies otherwise that still reaches an
+/// event route (`/v1/e/`, an API path) has it worked out here.
+fn request_info(ctx: Ctx) -> impl Filter<Extract = (Arc<RequestInfo>,), Error = Infallible> + Clone {
+    warp::ext::get::<Arc<RequestInfo>>()
+        .or(warp::header::headers_cloned()
+            .and(warp::ext::optional::<ClientAddr>())
+            .map(move |headers: http::HeaderMap, addr: Option<ClientAddr>| Arc::new(RequestInfo::read(&ctx, &headers, addr.map(|a| a.0)))))
+        .unify()
 }
 
 /// The request body, refused with 413 past `limit` bytes (checked against

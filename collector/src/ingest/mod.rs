@@ -6,11 +6,12 @@ pub mod validate;
 pub mod writer;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use analytics::model::{Device, NewEvent, Site, SiteStatus};
 use chrono::{DateTime, Duration, Utc};
-use http::HeaderMap;
+use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -22,19 +23,25 @@ use validate::TrackInput;
 /// Clock skew tolerated for client timestamps in the future.
 const MAX_FUTURE_SKEW_MINUTES: i64 = 5;
 
-/// What the request itself (not its body) tells about the event.
+/// What the request itself (not its body) tells about its events: read from
+/// the headers once, by the gateway, instead of handing the handler a copy of
+/// every header.
 #[derive(Debug, Clone)]
 pub struct RequestInfo {
     pub origin: Option<String>,
-    pub user_agent: Option<String>,
+    user_agent: Option<HeaderValue>,
     pub country: String,
-    pub received_at: DateTime<Utc>,
 }
 
 impl RequestInfo {
-    pub fn from_headers(headers: &HeaderMap, country: String) -> RequestInfo {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        RequestInfo { origin: text("origin"), user_agent: text("user-agent"), country, received_at: Utc::now() }
+    pub fn read(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) -> RequestInfo {
+        let country = state.geo.country(headers, ip);
+        let origin = headers.get(http::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        RequestInfo { origin, user_agent: headers.get(http::header::USER_AGENT).cloned(), country }
+    }
+
+    pub fn user_agent(&self) -> Option<&str> {
+        self.user_agent.as_ref().and_then(|v| v.to_str().ok())
     }
 }
 
@@ -60,6 +67,7 @@ pub async fn prepare(
     state: &AppState,
     principal: Option<&Principal>,
     info: &RequestInfo,
+    received_at: DateTime<Utc>,
     cache: &mut SiteCache,
     input: TrackInput,
 ) -> Result<NewEvent, ApiError> {
@@ -80,8 +88,8 @@ pub async fn prepare(
         return Err(ApiError::forbidden(Some("site_id"), "paused", "this site is paused and does not accept events"));
     }
     let backfill_days = i64::from(state.config.raw_retention_days);
-    let occurred_at = occurred_at(&input, principal.is_some(), info.received_at, backfill_days)?;
-    Ok(enrich(input, &site, info, occurred_at))
+    let occurred_at = occurred_at(&input, principal.is_some(), received_at, backfill_days)?;
+    Ok(enrich(input, &site, info, occurred_at, received_at))
 }
 
 /// Only keyed (server-side) clients may back-date events, and only within raw retention.
@@ -102,11 +110,11 @@ fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>, max_days: i6
     Ok(ts)
 }
 
-fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>) -> NewEvent {
+fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>, received_at: DateTime<Utc>) -> NewEvent {
     let mut metadata = input.metadata;
     let device = input
         .device
-        .unwrap_or_else(|| Device::from_user_agent(info.user_agent.as_deref().unwrap_or_default()));
+        .unwrap_or_else(|| Device::from_user_agent(info.user_agent().unwrap_or_default()));
     // The stored metadata shows the device the event was counted under.
     metadata.insert("device_type".into(), Value::String(device.as_str().into()));
     NewEvent {
@@ -121,6 +129,6 @@ fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateT
         forced_variant: input.forced_variant,
         client_event_id: input.event_id.map(|id| id.to_string()),
         occurred_at,
-        received_at: info.received_at,
+        received_at,
     }
 }
