@@ -1,6 +1,8 @@
 //! Who is calling: API keys from the `Authorization: Bearer` header, browser
 //! origins for key-less ingestion, scopes, and dashboard password hashing.
 
+use std::collections::HashSet;
+
 use analytics::accounts;
 use analytics::model::{ApiKey, Scope, Site};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -79,13 +81,66 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<Principal, Ap
 
 /// True when `host` is the site's domain or one of its subdomains.
 pub fn host_matches(host: &str, domain: &str) -> bool {
-    // Bytes, not chars, and no lowercase copies: this runs for every site's
-    // domain on every event sent from a browser.
+    // Bytes, not chars, and no lowercase copies: this runs on every event
+    // sent from a browser.
     let (host, domain) = (host.trim_end_matches('.').as_bytes(), domain.trim_end_matches('.').as_bytes());
     let Some(cut) = host.len().checked_sub(domain.len()) else {
         return false;
     };
     host[cut..].eq_ignore_ascii_case(domain) && (cut == 0 || host[cut - 1] == b'.')
+}
+
+/// The domains of every live site, for the CORS answer to each event: a host
+/// is looked up with each of its parent domains (`a.b.example.com`,
+/// `b.example.com`, `example.com`), so the cost does not grow with the
+/// number of sites. `matches(host)` holds exactly when `host_matches(host, d)`
+/// does for some domain `d`.
+#[derive(Debug, Default)]
+pub struct SiteDomains(HashSet<String>);
+
+impl SiteDomains {
+    pub fn new(domains: impl IntoIterator<Item = String>) -> SiteDomains {
+        SiteDomains(domains.into_iter().map(|d| d.trim_end_matches('.').to_ascii_lowercase()).collect())
+    }
+
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.');
+        let lower;
+        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower = host.to_ascii_lowercase();
+            &lower
+        } else {
+            host
+        };
+        self.0.contains(host) || host.match_indices('.').any(|(i, _)| self.0.contains(&host[i + 1..]))
+    }
+}
+
+/// A request's `Origin` header as ingestion reads it, once per request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// No readable header, or `null` (sandboxed frames, file: pages): the
+    /// page URL speaks for the event instead.
+    Absent,
+    /// The host the header names, `None` when it names none.
+    Host(Option<String>),
+}
+
+impl Origin {
+    pub fn read(headers: &HeaderMap) -> Origin {
+        match headers.get(http::header::ORIGIN).and_then(|v| v.to_str().ok()) {
+            None | Some("null") => Origin::Absent,
+            Some(o) => Origin::Host(origin_host(o)),
+        }
+    }
+
+    /// The host, when it is the domain (or a subdomain) of a live site.
+    pub fn site_host(&self, domains: &SiteDomains) -> Option<&str> {
+        match self {
+            Origin::Host(Some(h)) if domains.matches(h) => Some(h),
+            _ => None,
+        }
+    }
 }
 
 /// The host of an `Origin` header (`https://www.example.com:8443` → `www.example.com`).
@@ -113,13 +168,13 @@ pub fn origin_host(origin: &str) -> Option<String> {
 
 /// Decides whether a browser (no key) may send events for `site`: its Origin,
 /// or without one the page URL, must be on the site's domain.
-pub fn authorize_browser(origin: Option<&str>, page_url_host: Option<&str>, site: &Site) -> Result<(), ApiError> {
-    let host = match origin.filter(|o| *o != "null") {
-        Some(o) => origin_host(o),
-        None => page_url_host.map(str::to_owned),
+pub fn authorize_browser(origin: &Origin, page_url_host: Option<&str>, site: &Site) -> Result<(), ApiError> {
+    let host = match origin {
+        Origin::Absent => page_url_host,
+        Origin::Host(h) => h.as_deref(),
     };
     match host {
-        Some(h) if host_matches(&h, &site.domain) => Ok(()),
+        Some(h) if host_matches(h, &site.domain) => Ok(()),
         Some(h) => Err(ApiError::unauthenticated(
             "origin_mismatch",
             format!("{h} is not the site's domain {}; send an API key with the ingest scope", site.domain),
@@ -157,6 +212,48 @@ mod tests {
         assert!(!host_matches(".example.com", "xample.com"));
         assert!(host_matches("café.example.com", "EXAMPLE.com"));
         assert!(!host_matches("é.com", "xé.com"));
+    }
+
+    #[test]
+    fn the_domain_set_agrees_with_host_matches() {
+        let domains = [
+            "example.com", "EXAMPLE.com", "example.com.", "xample.com", "xé.com", "b.example.com", "com", "localhost",
+            "127.0.0.1", "::1", ".com", "", "Café.fr", "a..b.example.com",
+        ];
+        let hosts = [
+            "example.com", "www.Example.com", "a.b.example.com.", "badexample.com", "example.com.evil.net", "com", ".example.com",
+            "café.example.com", "é.com", "xé.com", "b.example.com", "localhost", "127.0.0.1", "::1", "", ".", "a..com", "x.café.fr",
+            "x.Café.fr", "a..b.example.com", "EXAMPLE.COM..",
+        ];
+        for d in domains {
+            let one = SiteDomains::new([d.to_owned()]);
+            for h in hosts {
+                assert_eq!(one.matches(h), host_matches(h, d), "{h} against {d}");
+            }
+        }
+        let all = SiteDomains::new(domains[..4].iter().map(|d| d.to_string()));
+        for h in hosts {
+            assert_eq!(all.matches(h), domains[..4].iter().any(|d| host_matches(h, d)), "{h}");
+        }
+        assert!(!SiteDomains::default().matches("example.com"));
+    }
+
+    #[test]
+    fn the_origin_is_read_once_for_cors_and_the_site_check() {
+        let site_domains = SiteDomains::new(["example.com".to_owned()]);
+        let mut h = HeaderMap::new();
+        assert_eq!(Origin::read(&h), Origin::Absent);
+        h.insert("origin", "null".parse().unwrap());
+        assert_eq!(Origin::read(&h), Origin::Absent);
+        h.insert("origin", http::HeaderValue::from_bytes(b"https://caf\xc3\xa9.example.com").unwrap());
+        assert_eq!(Origin::read(&h), Origin::Absent);
+        h.insert("origin", "https://www.example.com:8443".parse().unwrap());
+        assert_eq!(Origin::read(&h).site_host(&site_domains), Some("www.example.com"));
+        h.insert("origin", "https://evil.net".parse().unwrap());
+        assert_eq!(Origin::read(&h).site_host(&site_domains), None);
+        h.insert("origin", "garbage".parse().unwrap());
+        assert_eq!(Origin::read(&h), Origin::Host(None));
+        assert_eq!(Origin::read(&h).site_host(&site_domains), None);
     }
 
     #[test]

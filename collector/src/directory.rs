@@ -12,6 +12,7 @@ use analytics::model::{ApiKey, Site};
 use analytics::{accounts, sites, Store};
 use uuid::Uuid;
 
+use crate::auth::SiteDomains;
 use crate::error::ApiError;
 
 /// How long a cached entry is trusted.
@@ -45,7 +46,7 @@ impl<T: Clone> Entry<T> {
 pub struct Directory {
     sites: RwLock<HashMap<Uuid, Entry<Arc<Site>>>>,
     keys: RwLock<HashMap<[u8; 32], Entry<Arc<ApiKey>>>>,
-    domains: RwLock<Option<Entry<Arc<Vec<String>>>>>,
+    domains: RwLock<Option<Entry<Arc<SiteDomains>>>>,
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -101,14 +102,14 @@ impl Directory {
     }
 
     /// The domains of every live site.
-    pub async fn domains(&self, store: &Arc<Store>) -> Result<Arc<Vec<String>>, ApiError> {
+    pub async fn domains(&self, store: &Arc<Store>) -> Result<Arc<SiteDomains>, ApiError> {
         if let Some(d) = read(&self.domains).as_ref().and_then(Entry::fresh) {
             return Ok(d);
         }
         if let Some(d) = Entry::claim(write(&self.domains).as_mut()) {
             return Ok(d);
         }
-        let domains = Arc::new(blocking(store, sites::all_domains).await?);
+        let domains = Arc::new(SiteDomains::new(blocking(store, sites::all_domains).await?));
         *write(&self.domains) = Some(Entry { at: Instant::now(), value: domains.clone() });
         Ok(domains)
     }

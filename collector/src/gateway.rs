@@ -15,7 +15,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::Response;
 use warp::Reply;
 
-use crate::auth::{self, Principal};
+use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
 use crate::ingest::RequestInfo;
 use crate::rate_limit::{Bucket, Decision};
@@ -82,7 +82,16 @@ where
     let class = classify(&path);
     let ip = client_ip(req.headers(), ctx.config.client_ip_header.as_deref(), peer);
     let now = chrono::Utc::now().timestamp();
-    let origin = req.headers().get(http::header::ORIGIN).cloned();
+    // The Origin of an event is read once: for the CORS answer here, and for
+    // the site check in `ingest::prepare`.
+    let (origin, cors) = match class {
+        Class::Ingest => {
+            let origin = Origin::read(req.headers());
+            let cors = cors_origin(&ctx, &origin, req.headers()).await;
+            (Some(origin), cors)
+        }
+        _ => (None, None),
+    };
 
     let counter = match class {
         Class::Ingest => &ctx.metrics.requests_ingest,
@@ -93,14 +102,14 @@ where
 
     let (decision, mut res) = match admit(&ctx, class, &method, &path, req.headers(), ip, now).await {
         Admission::Refuse(decision, err) => (decision, err.into_response()),
-        Admission::Answer(decision, res) => (decision, res),
+        Admission::Preflight(decision) => (decision, preflight(cors.is_some())),
         Admission::Pass(decision, principal) => {
             if let Some(p) = principal {
                 req.extensions_mut().insert(p);
             }
             req.extensions_mut().insert(ClientAddr(ip));
-            if class == Class::Ingest {
-                let info = RequestInfo::read(&ctx, req.headers(), Some(ip));
+            if let Some(origin) = origin {
+                let info = RequestInfo::new(&ctx, req.headers(), Some(ip), origin);
                 req.extensions_mut().insert(Arc::new(info));
             }
             // HEAD is answered wherever GET is; hyper leaves the body out.
@@ -116,12 +125,8 @@ where
     if let Some(d) = decision {
         d.write_headers(res.headers_mut());
     }
-    if class == Class::Ingest {
-        if let Some(origin) = origin {
-            if origin_allowed(&ctx, &origin).await {
-                write_cors(res.headers_mut(), origin);
-            }
-        }
+    if let Some(origin) = cors {
+        write_cors(res.headers_mut(), origin);
     }
     let status = res.status();
     if status == StatusCode::TOO_MANY_REQUESTS {
@@ -165,8 +170,8 @@ enum Admission {
     Pass(Option<Decision>, Option<Principal>),
     /// Answer with this error.
     Refuse(Option<Decision>, ApiError),
-    /// Answer with this response without routing (CORS preflight).
-    Answer(Option<Decision>, Response),
+    /// Answer a CORS preflight without routing.
+    Preflight(Option<Decision>),
 }
 
 async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
@@ -208,7 +213,7 @@ async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &H
                 return refusal;
             }
             if method == Method::OPTIONS {
-                return Admission::Answer(d, preflight(ctx, headers).await);
+                return Admission::Preflight(d);
             }
             match token {
                 None => Admission::Pass(d, None),
@@ -262,15 +267,15 @@ fn refuse_if_over(d: Option<Decision>, now: i64) -> Option<Admission> {
     d.filter(|d| !d.allowed).map(|d| Admission::Refuse(Some(d), ApiError::rate_limited(d.retry_after(now))))
 }
 
-/// True when the Origin's host is the domain (or a subdomain) of a live site.
-async fn origin_allowed(ctx: &Ctx, origin: &HeaderValue) -> bool {
-    let Some(host) = origin.to_str().ok().and_then(auth::origin_host) else {
-        return false;
-    };
-    match ctx.directory.domains(&ctx.store).await {
-        Ok(domains) => domains.iter().any(|d| auth::host_matches(&host, d)),
-        Err(_) => false,
+/// The Origin header to echo in the CORS answer: present when its host is
+/// the domain (or a subdomain) of a live site.
+async fn cors_origin(ctx: &Ctx, origin: &Origin, headers: &HeaderMap) -> Option<HeaderValue> {
+    if let Origin::Host(Some(_)) = origin {
+        let domains = ctx.directory.domains(&ctx.store).await.ok()?;
+        origin.site_host(&domains)?;
+        return headers.get(http::header::ORIGIN).cloned();
     }
+    None
 }
 
 fn write_cors(headers: &mut HeaderMap, origin: HeaderValue) {
@@ -284,12 +289,8 @@ fn write_cors(headers: &mut HeaderMap, origin: HeaderValue) {
 
 /// Answers a CORS preflight on an ingestion path. Browsers only preflight
 /// when a page sends JSON or an Authorization header; the SDK avoids both.
-async fn preflight(ctx: &Ctx, headers: &HeaderMap) -> Response {
-    let allowed = match headers.get(http::header::ORIGIN) {
-        Some(o) => origin_allowed(ctx, o).await,
-        None => false,
-    };
-    if !allowed {
+fn preflight(origin_allowed: bool) -> Response {
+    if !origin_allowed {
         return ApiError::forbidden(Some("Origin"), "origin_not_allowed", "this origin is not the domain of any site").into_response();
     }
     let mut res = warp::reply::with_status(warp::reply(), StatusCode::NO_CONTENT).into_response();

@@ -289,7 +289,10 @@ fn request_info(ctx: Ctx) -> impl Filter<Extract = (Arc<RequestInfo>,), Error = 
     warp::ext::get::<Arc<RequestInfo>>()
         .or(warp::header::headers_cloned()
             .and(warp::ext::optional::<ClientAddr>())
-            .map(move |headers: http::HeaderMap, addr: Option<ClientAddr>| Arc::new(RequestInfo::read(&ctx, &headers, addr.map(|a| a.0)))))
+            .map(move |headers: http::HeaderMap, addr: Option<ClientAddr>| {
+                let origin = crate::auth::Origin::read(&headers);
+                Arc::new(RequestInfo::new(&ctx, &headers, addr.map(|a| a.0), origin))
+            }))
         .unify()
 }
 

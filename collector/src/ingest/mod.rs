@@ -15,7 +15,7 @@ use http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::auth::{self, Principal};
+use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
 use crate::state::AppState;
 use validate::TrackInput;
@@ -28,15 +28,15 @@ const MAX_FUTURE_SKEW_MINUTES: i64 = 5;
 /// every header.
 #[derive(Debug, Clone)]
 pub struct RequestInfo {
-    pub origin: Option<String>,
+    pub origin: Origin,
     user_agent: Option<HeaderValue>,
     pub country: String,
 }
 
 impl RequestInfo {
-    pub fn read(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>) -> RequestInfo {
+    /// `origin` is the request's, read once by the gateway.
+    pub fn new(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>, origin: Origin) -> RequestInfo {
         let country = state.geo.country(headers, ip);
-        let origin = headers.get(http::header::ORIGIN).and_then(|v| v.to_str().ok()).map(str::to_owned);
         RequestInfo { origin, user_agent: headers.get(http::header::USER_AGENT).cloned(), country }
     }
 
@@ -82,7 +82,7 @@ pub async fn prepare(
                 return Err(ApiError::not_found("site_id", "no site with this site_id"));
             }
         }
-        None => auth::authorize_browser(info.origin.as_deref(), Some(&input.page_host), &site)?,
+        None => auth::authorize_browser(&info.origin, Some(&input.page_host), &site)?,
     }
     if site.status == SiteStatus::Paused {
         return Err(ApiError::forbidden(Some("site_id"), "paused", "this site is paused and does not accept events"));
