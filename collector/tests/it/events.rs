@@ -637,3 +637,22 @@ fn a_paused_site_refuses_events_with_403() {
     track_ok(&app, event(&site, "after-resume5", "pageview", json!({})));
     assert_eq!(list(&app, &site, "")["total"], 2);
 }
+
+#[test]
+fn an_event_route_reached_by_an_api_path_reads_the_request_alike() {
+    // `/v1/e/` is an API path to the gateway (a key is required), yet it
+    // reaches the track route: the user agent and country still count.
+    let app = TestApp::spawn_with(&["--country-header", "X-Country"]);
+    let site = id(&app.create_site(DOMAIN, "UTC"));
+    let a = app.send(
+        app.request(reqwest::Method::POST, "/v1/e/")
+            .bearer_auth(&app.key)
+            .header("User-Agent", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) Mobile/15E148")
+            .header("X-Country", "fr")
+            .json(&event(&site, "api-path-session", "pageview", json!({}))),
+    );
+    a.expect(201);
+    let e = &list(&app, &site, "")["events"][0];
+    assert_eq!(e["metadata"]["device_type"], "mobile", "{e}");
+    assert_eq!(e["country"], "FR", "{e}");
+}
