@@ -44,10 +44,7 @@ pub struct TrackInput {
 
 /// Parses and validates a track body.
 pub fn parse_track(bytes: &[u8]) -> Result<TrackInput, ApiError> {
-    match read::<Body>(bytes)? {
-        Body::Object(fields) => validate(fields),
-        Body::Other => Err(not_an_object()),
-    }
+    read::<Body>(bytes)?.0.map_or_else(|| Err(not_an_object()), validate)
 }
 
 /// Parses a batch body; each event is validated on its own, in order.
@@ -63,10 +60,7 @@ pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Result<TrackInput, ApiError>>, Ap
     }
     Ok(items
         .into_iter()
-        .map(|item| match item {
-            Body::Object(fields) => validate(fields),
-            Body::Other => Err(not_an_object()),
-        })
+        .map(|item| item.0.map_or_else(|| Err(not_an_object()), validate))
         .collect())
 }
 
@@ -103,10 +97,8 @@ struct Fields<'a> {
     unknown: Option<String>,
 }
 
-enum Body<'a> {
-    Object(Fields<'a>),
-    Other,
-}
+/// A body: its fields, or `None` when it is not a JSON object.
+struct Body<'a>(Option<Fields<'a>>);
 
 enum Batch<'a> {
     Items(Vec<Body<'a>>),
@@ -207,11 +199,11 @@ impl<'de> Deserialize<'de> for Body<'de> {
                 f.write_str("any JSON value")
             }
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(Body::Other)
+                Ok(Body(None))
             }
-            other_values!(Body::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+            other_values!(Body(None); visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                skip_seq(seq).map(|()| Body::Other)
+                skip_seq(seq).map(|()| Body(None))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut f = Fields::default();
@@ -230,7 +222,7 @@ impl<'de> Deserialize<'de> for Body<'de> {
                         }
                     }
                 }
-                Ok(Body::Object(f))
+                Ok(Body(Some(f)))
             }
         }
         d.deserialize_any(V)
