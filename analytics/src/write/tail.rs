@@ -154,7 +154,7 @@ impl<V: Row> Tail<V> {
         self.commits = self.commits.wrapping_add(1);
         // Without merges `low` would stay behind when few rows carry a key,
         // and the start-up scan would grow: move it every so often.
-        if self.entries.len() <= self.max && self.commits % LOW_EVERY != 0 {
+        if self.entries.len() <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
             return Ok(merged);
         }
         let t = self.tables;
