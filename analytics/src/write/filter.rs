@@ -79,17 +79,14 @@ pub(super) struct Filter {
     table: &'static str,
     /// One chunk of the index table's keys, after a given key, in key order.
     scan: String,
-    /// An upper bound of the keys the table holds (its rows' `seq` range).
-    estimate: String,
     state: State,
 }
 
 impl Filter {
-    pub fn new(index: &'static str, key: &str, rows: &str) -> Filter {
+    pub fn new(index: &'static str, key: &str) -> Filter {
         Filter {
             table: index,
             scan: format!("SELECT {key}, site FROM {index} WHERE ({key}, site) > (?1, ?2) ORDER BY {key}, site LIMIT {SCAN_CHUNK}"),
-            estimate: format!("SELECT coalesce(max(seq) - min(seq) + 1, 0) FROM {rows}"),
             state: State::Idle,
         }
     }
@@ -102,14 +99,14 @@ impl Filter {
     pub fn may_hold(&mut self, conn: &Connection, h: u64) -> bool {
         match &mut self.state {
             State::Idle => {
-                self.start(conn, None);
+                self.start(conn);
                 true
             }
             // Past twice its capacity a filter lets a fifth of the missing
-            // keys through: build a larger one.
+            // keys through: build it again, sized for what the table holds now
+            // (retention deletes keys; a filter only ever gains them).
             State::Ready(bloom) if bloom.keys > 2 * bloom.capacity => {
-                let keys = bloom.keys;
-                self.start(conn, Some(keys * 2));
+                self.start(conn);
                 true
             }
             State::Building { built, since, started } => match built.try_recv() {
@@ -156,25 +153,17 @@ impl Filter {
 
     /// Starts building from the table, recording merged keys from now on: the
     /// builder's snapshot begins later, so it holds every key committed before.
-    fn start(&mut self, conn: &Connection, capacity: Option<usize>) {
+    fn start(&mut self, conn: &Connection) {
         let Some(path) = conn.path().filter(|p| !p.is_empty()).map(str::to_owned) else {
             self.state = State::Off;
             return;
-        };
-        let capacity = match capacity {
-            Some(c) => c,
-            None => match conn.query_row(&self.estimate, [], |r| r.get::<_, i64>(0)) {
-                // Room to grow before the first rebuild.
-                Ok(n) => usize::try_from(n).unwrap_or(0).saturating_mul(5) / 4,
-                Err(_) => 0,
-            },
         };
         let (tx, built) = mpsc::channel();
         let scan = self.scan.clone();
         let spawned = std::thread::Builder::new()
             .name("postern-filter".into())
             .spawn(move || {
-                let _ = tx.send(build(&path, &scan, capacity));
+                let _ = tx.send(build(&path, &scan));
             });
         self.state = match spawned {
             Ok(_) => State::Building { built, since: Vec::new(), started: std::time::Instant::now() },
@@ -207,28 +196,37 @@ impl Filter {
     }
 }
 
+/// Counts the table's keys, then reads them into a filter sized for a
+/// quarter more. Two passes instead of keeping the hashes (8 bytes a key).
+fn build(path: &str, scan: &str) -> rusqlite::Result<Bloom> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    let mut stmt = conn.prepare(scan)?;
+    let mut keys = 0;
+    each_key(&mut stmt, |_, _| keys += 1)?;
+    let mut bloom = Bloom::with_capacity(keys + keys / 4);
+    each_key(&mut stmt, |site, key| bloom.insert(hash(site, key)))?;
+    Ok(bloom)
+}
+
 /// Reads the table in chunks, each its own short read transaction: one long
 /// one would keep the writer's checkpoints from resetting the WAL, which would
 /// grow for as long as the scan takes. A key committed before the build
 /// started stays in its place, so some chunk reads it; later ones are in `since`.
-fn build(path: &str, scan: &str, capacity: usize) -> rusqlite::Result<Bloom> {
-    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    let mut bloom = Bloom::with_capacity(capacity);
-    let mut stmt = conn.prepare(scan)?;
+fn each_key(stmt: &mut rusqlite::Statement<'_>, mut f: impl FnMut(i64, &str)) -> rusqlite::Result<()> {
     let mut after: (String, i64) = (String::new(), i64::MIN);
     loop {
         let mut rows = stmt.query(rusqlite::params![after.0, after.1])?;
         let mut read = 0;
         while let Some(r) = rows.next()? {
             let (key, site) = (r.get_ref(0)?.as_str()?, r.get(1)?);
-            bloom.insert(hash(site, key));
+            f(site, key);
             read += 1;
             if read == SCAN_CHUNK {
                 after = (key.to_owned(), site);
             }
         }
         if read < SCAN_CHUNK {
-            return Ok(bloom);
+            return Ok(());
         }
     }
 }
@@ -243,8 +241,7 @@ mod tests {
         let conn = Connection::open(dir.path().join("filter.db")).unwrap();
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
-             CREATE TABLE idx (k TEXT NOT NULL, site INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (k, site)) WITHOUT ROWID;
-             CREATE TABLE rows (seq INTEGER PRIMARY KEY);",
+             CREATE TABLE idx (k TEXT NOT NULL, site INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (k, site)) WITHOUT ROWID;",
         )
         .unwrap();
         insert(&conn, keys);
@@ -281,7 +278,7 @@ mod tests {
         // More keys than two chunks of the scan.
         let stored = keys(2 * SCAN_CHUNK + 7, "stored");
         let (_dir, conn) = table(&stored);
-        let mut f = Filter::new("idx", "k", "rows");
+        let mut f = Filter::new("idx", "k");
         assert!(f.may_hold(&conn, hash(0, "absent")), "every lookup searches until the filter is built");
         // Not in the table: only the keys recorded while building can make it known.
         f.add(hash(5, "merged-while-building"));
@@ -294,9 +291,9 @@ mod tests {
     }
 
     #[test]
-    fn a_full_filter_is_built_again_larger() {
+    fn a_full_filter_is_built_again_for_the_keys_the_table_holds() {
         let (_dir, conn) = table(&[]);
-        let mut f = Filter::new("idx", "k", "rows");
+        let mut f = Filter::new("idx", "k");
         f.state = State::Ready(Bloom { bits: vec![0; 1000 * BITS_PER_KEY / 64], keys: 0, capacity: 1000 });
         let merged = keys(2_001, "merged");
         insert(&conn, &merged);
@@ -307,7 +304,16 @@ mod tests {
         assert!(!f.is_ready());
         f.wait();
         let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
-        assert!(bloom.capacity >= 4_002, "capacity {}", bloom.capacity);
+        assert_eq!(bloom.capacity, MIN_KEYS, "sized for the 2,001 keys of the table, with the smallest capacity");
         assert!(merged.iter().all(|(site, k)| f.may_hold(&conn, hash(*site, k))));
+        // A filter filled by keys the table no longer holds is built again for
+        // the keys it does hold, not for every key it ever took.
+        conn.execute("DELETE FROM idx", []).unwrap();
+        let State::Ready(bloom) = &mut f.state else { unreachable!() };
+        bloom.keys = 2 * MIN_KEYS + 1;
+        assert!(f.may_hold(&conn, hash(0, "absent")));
+        f.wait();
+        let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
+        assert_eq!((bloom.capacity, bloom.keys), (MIN_KEYS, 0));
     }
 }

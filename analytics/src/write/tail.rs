@@ -91,7 +91,7 @@ impl Marks {
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
         let lookup = format!("SELECT seq FROM {} WHERE {} = ?1 AND site = ?2", tables.index, tables.key);
-        let filter = Filter::new(tables.index, tables.key, tables.rows);
+        let filter = Filter::new(tables.index, tables.key);
         Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0, lookup, filter }
     }
 
