@@ -109,32 +109,11 @@ impl Filter {
                 self.start(conn);
                 true
             }
-            State::Building { built, since, started } => match built.try_recv() {
+            State::Building { built, .. } => match built.try_recv() {
                 Err(mpsc::TryRecvError::Empty) => true,
-                Ok(Ok(mut bloom)) => {
-                    for h in since.drain(..) {
-                        bloom.insert(h);
-                    }
-                    tracing::info!(
-                        keys = bloom.keys,
-                        capacity = bloom.capacity,
-                        kib = bloom.bits.len() * 8 / 1024,
-                        seconds = started.elapsed().as_secs_f64(),
-                        table = self.table,
-                        "index filter ready"
-                    );
-                    let answer = bloom.may_hold(h);
-                    self.state = State::Ready(bloom);
-                    answer
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "building an index filter failed; lookups search the index");
-                    self.state = State::Off;
-                    true
-                }
-                Err(mpsc::TryRecvError::Disconnected) => {
-                    self.state = State::Off;
-                    true
+                received => {
+                    self.finish(received.ok());
+                    self.may_hold(conn, h)
                 }
             },
             State::Ready(bloom) => bloom.may_hold(h),
@@ -174,19 +153,41 @@ impl Filter {
         };
     }
 
+    /// Takes in what the builder sent (`None`: it died): the filter, with the
+    /// keys merged meanwhile, or lookups that always search.
+    fn finish(&mut self, received: Option<rusqlite::Result<Bloom>>) {
+        let State::Building { since, started, .. } = &mut self.state else {
+            return;
+        };
+        self.state = match received {
+            Some(Ok(mut bloom)) => {
+                for h in since.drain(..) {
+                    bloom.insert(h);
+                }
+                tracing::info!(
+                    keys = bloom.keys,
+                    capacity = bloom.capacity,
+                    kib = bloom.bits.len() * 8 / 1024,
+                    seconds = started.elapsed().as_secs_f64(),
+                    table = self.table,
+                    "index filter ready"
+                );
+                State::Ready(bloom)
+            }
+            Some(Err(e)) => {
+                tracing::warn!(error = %e, table = self.table, "building an index filter failed; lookups search the index");
+                State::Off
+            }
+            None => State::Off,
+        };
+    }
+
     /// Waits for a filter being built (tests).
     #[cfg(test)]
     pub fn wait(&mut self) {
-        if let State::Building { built, since, .. } = &mut self.state {
-            self.state = match built.recv() {
-                Ok(Ok(mut bloom)) => {
-                    for h in since.drain(..) {
-                        bloom.insert(h);
-                    }
-                    State::Ready(bloom)
-                }
-                _ => State::Off,
-            };
+        if let State::Building { built, .. } = &self.state {
+            let received = built.recv().ok();
+            self.finish(received);
         }
     }
 
