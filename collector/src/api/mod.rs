@@ -381,13 +381,14 @@ impl Query {
 
 /// Parses a JSON object body; malformed JSON is a 400 on field `body`.
 pub fn json_object(bytes: &[u8]) -> Result<serde_json::Map<String, serde_json::Value>, ApiError> {
-    match parse_json(bytes)? {
+    match parse_json::<serde_json::Value>(bytes)? {
         serde_json::Value::Object(m) => Ok(m),
         _ => Err(ApiError::invalid("body", "invalid", "the body must be a JSON object")),
     }
 }
 
-pub fn parse_json(bytes: &[u8]) -> Result<serde_json::Value, ApiError> {
+/// Parses a JSON body into `T`: an empty body and malformed JSON are 400s on field `body`.
+pub fn parse_json<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::invalid("body", "required", "a JSON body is required"));
     }

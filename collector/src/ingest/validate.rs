@@ -17,6 +17,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::api::parse_json;
 use crate::error::ApiError;
 
 pub const MAX_PAGE_URL: usize = 2048;
@@ -44,12 +45,12 @@ pub struct TrackInput {
 
 /// Parses and validates a track body.
 pub fn parse_track(bytes: &[u8]) -> Result<TrackInput, ApiError> {
-    read::<Body>(bytes)?.0.map_or_else(|| Err(not_an_object()), validate)
+    parse_json::<Body>(bytes)?.0.map_or_else(|| Err(not_an_object()), validate)
 }
 
 /// Parses a batch body; each event is validated on its own, in order.
 pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Result<TrackInput, ApiError>>, ApiError> {
-    let Batch::Items(items) = read::<Batch>(bytes)? else {
+    let Batch::Items(items) = parse_json::<Batch>(bytes)? else {
         return Err(ApiError::invalid("body", "invalid", "the body must be a JSON array of events"));
     };
     if items.is_empty() {
@@ -66,14 +67,6 @@ pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Result<TrackInput, ApiError>>, Ap
 
 fn not_an_object() -> ApiError {
     ApiError::invalid("body", "invalid", "the body must be a JSON object")
-}
-
-/// The same refusals as `api::parse_json` for an empty or malformed body.
-fn read<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::invalid("body", "required", "a JSON body is required"));
-    }
-    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid("body", "invalid", format!("malformed JSON: {e}")))
 }
 
 /// A top-level field's value as far as validation cares.
