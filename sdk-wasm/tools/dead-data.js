@@ -19,35 +19,14 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
+const { readUleb, readSleb } = require('./leb');
 
 const REACH = 512;
 const [wasmPath] = process.argv.slice(2);
 const wasm = fs.readFileSync(wasmPath);
 
-function uleb(pos) {
-  let n = 0;
-  let shift = 0;
-  let b;
-  do {
-    b = wasm[pos++];
-    n += (b & 0x7f) * 2 ** shift;
-    shift += 7;
-  } while (b & 0x80);
-  return [n, pos];
-}
-
-function sleb(pos) {
-  let n = 0;
-  let shift = 0;
-  let b;
-  do {
-    b = wasm[pos++];
-    n |= (b & 0x7f) << shift;
-    shift += 7;
-  } while (b & 0x80);
-  if (shift < 32 && b & 0x40) n |= -1 << shift;
-  return [n, pos];
-}
+const uleb = (pos) => readUleb(wasm, pos);
+const sleb = (pos) => readSleb(wasm, pos);
 
 /** The active data segments: [address, offset in the file, length]. */
 function segments() {

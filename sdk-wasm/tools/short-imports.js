@@ -12,22 +12,11 @@
 'use strict';
 
 const fs = require('node:fs');
+const { readUleb } = require('./leb');
 
 const [wasmPath, gluePath] = process.argv.slice(2);
 const wasm = fs.readFileSync(wasmPath);
 let glue = fs.readFileSync(gluePath, 'utf8');
-
-function readLeb(buf, pos) {
-  let n = 0;
-  let shift = 0;
-  let b;
-  do {
-    b = buf[pos++];
-    n += (b & 0x7f) * 2 ** shift;
-    shift += 7;
-  } while (b & 0x80);
-  return [n, pos];
-}
 
 function leb(n) {
   const out = [];
@@ -47,16 +36,16 @@ function skipDesc(buf, pos) {
   const kind = buf[pos++];
   const limits = (p) => {
     const flags = buf[p++];
-    [, p] = readLeb(buf, p);
-    if (flags & 1) [, p] = readLeb(buf, p);
+    [, p] = readUleb(buf, p);
+    if (flags & 1) [, p] = readUleb(buf, p);
     return p;
   };
   switch (kind) {
-    case 0: return readLeb(buf, pos)[1];
+    case 0: return readUleb(buf, pos)[1];
     case 1: return limits(pos + 1);
     case 2: return limits(pos);
     case 3: return pos + 2;
-    case 4: return readLeb(buf, pos + 1)[1];
+    case 4: return readUleb(buf, pos + 1)[1];
     default: throw new Error(`unknown import kind ${kind}`);
   }
 }
@@ -78,15 +67,15 @@ const NEW_MODULE = 'w';
 
 /** The export section with every export renamed, and the glue's `wasm.<name>` with it. */
 function exportSection(start, end) {
-  let [count, p] = readLeb(wasm, start);
+  let [count, p] = readUleb(wasm, start);
   const body = [];
   for (let i = 0; i < count; i++) {
     let len;
-    [len, p] = readLeb(wasm, p);
+    [len, p] = readUleb(wasm, p);
     const field = wasm.toString('utf8', p, p + len);
     p += len;
     // An export is its kind (one byte) and an index.
-    const descEnd = readLeb(wasm, p + 1)[1];
+    const descEnd = readUleb(wasm, p + 1)[1];
     const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
     if (uses.test(glue)) {
       const short = shortName(body.length / 2);
@@ -108,7 +97,7 @@ let pos = 8;
 let renamed = 0;
 while (pos < wasm.length) {
   const id = wasm[pos];
-  const [size, start] = readLeb(wasm, pos + 1);
+  const [size, start] = readUleb(wasm, pos + 1);
   const end = start + size;
   if (id === 7) {
     out.push(exportSection(start, end));
@@ -120,14 +109,14 @@ while (pos < wasm.length) {
     pos = end;
     continue;
   }
-  let [count, p] = readLeb(wasm, start);
+  let [count, p] = readUleb(wasm, start);
   const body = [leb(count)];
   for (let i = 0; i < count; i++) {
     let len;
-    [len, p] = readLeb(wasm, p);
+    [len, p] = readUleb(wasm, p);
     const mod = wasm.toString('utf8', p, p + len);
     p += len;
-    [len, p] = readLeb(wasm, p);
+    [len, p] = readUleb(wasm, p);
     const field = wasm.toString('utf8', p, p + len);
     p += len;
     const descEnd = skipDesc(wasm, p);
