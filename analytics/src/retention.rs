@@ -10,28 +10,45 @@ use crate::write::add_raw_total;
 use crate::Result;
 
 /// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
+///
+/// No index covers every event's time (it cost each insert about three
+/// pages): an event occurs when it arrives unless a keyed client back-dated
+/// it, so the others are read from the head of the table in arrival order,
+/// a window of `batch` rows, and back-dated ones through `events_backdated`.
+/// A row at the head that does not qualify yet (a timestamp a few minutes
+/// ahead, or a clock stepped back) only narrows the window until it does.
 pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
-    // The same rows as the delete below: the oldest, in one transaction.
-    conn.prepare_cached(
-        "DELETE FROM event_id_index WHERE (event_id, site) IN
-             (SELECT client_event_id, site FROM events WHERE occurred_at < ?1 ORDER BY occurred_at, seq LIMIT ?2)",
-    )?
-    .execute(params![before_ms, batch as i64])?;
+    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+    let mut rows: Vec<(i64, i64, i64, Option<String>)> = conn
+        .prepare_cached(
+            "SELECT seq, site, event_type, client_event_id FROM events
+             WHERE occurred_at < ?1 AND occurred_at < received_at ORDER BY occurred_at LIMIT ?2",
+        )?
+        .query_map(params![before_ms, batch as i64], row)?
+        .collect::<rusqlite::Result<_>>()?;
+    let head = batch.saturating_sub(rows.len()) as i64;
     let mut stmt = conn.prepare_cached(
-        "DELETE FROM events WHERE seq IN
-             (SELECT seq FROM events WHERE occurred_at < ?1 ORDER BY occurred_at, seq LIMIT ?2)
-         RETURNING site, event_type",
+        "SELECT seq, site, event_type, client_event_id
+         FROM (SELECT seq, site, event_type, client_event_id, occurred_at, received_at FROM events ORDER BY seq LIMIT ?2)
+         WHERE occurred_at < ?1 AND occurred_at >= received_at",
     )?;
-    let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
-    let mut rows = stmt.query(params![before_ms, batch as i64])?;
-    while let Some(row) = rows.next()? {
-        *deleted.entry((row.get(0)?, row.get(1)?)).or_default() += 1;
+    for r in stmt.query_map(params![before_ms, head], row)? {
+        rows.push(r?);
     }
-    drop(rows);
+    let mut unindex = conn.prepare_cached("DELETE FROM event_id_index WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
+    let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
+    for (seq, site, event_type, client_event_id) in &rows {
+        if let Some(id) = client_event_id {
+            unindex.execute(params![id, site, seq])?;
+        }
+        delete.execute([seq])?;
+        *deleted.entry((*site, *event_type)).or_default() += 1;
+    }
     for (&(site, event_type), &n) in &deleted {
         add_raw_total(conn, site, event_type, -n)?;
     }
-    Ok(deleted.values().sum::<i64>() as usize)
+    Ok(rows.len())
 }
 
 /// Deletes the sessions last seen before `before_ms` among the `window`
@@ -222,10 +239,67 @@ mod tests {
     }
 
     #[test]
+    fn events_that_arrived_before_the_cutoff_go_from_the_head_and_back_dated_ones_through_their_index() {
+        let (_dir, store) = temp_store();
+        let mut w = store.open_writer(Durability::Normal).unwrap();
+        w.index_at_once();
+        let now = Utc::now();
+        let site = testing::site(&mut w, "a.test", now);
+        let event = |n: usize, occurred: i64, received: i64| NewEvent {
+            client_event_id: Some(format!("{n:02}-event")),
+            occurred_at: now - Duration::days(occurred),
+            received_at: now - Duration::days(received),
+            ..testing::pageview(&site, &format!("session{n}"), now)
+        };
+        // In arrival order: two that arrived (and occurred) 100 and 95 days
+        // ago, one 89 days ago, one that arrived now back-dated 100 days, one
+        // of today.
+        let events = [event(0, 100, 100), event(1, 95, 95), event(2, 89, 89), event(3, 100, 0), event(4, 0, 0)];
+        let mut g = w.begin().unwrap();
+        g.ingest(&events).unwrap();
+        g.commit().unwrap();
+        w.run(|_| Ok(())).unwrap();
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM event_id_index"), 5);
+
+        let cutoff = (now - Duration::days(90)).timestamp_millis();
+        // The back-dated one and a head window of one; then a head window of two.
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 2)).unwrap(), 2);
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 2)).unwrap(), 1);
+        assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 2)).unwrap(), 0);
+        let left: Vec<String> = store
+            .read(|c| {
+                let mut s = c.prepare("SELECT client_event_id FROM events ORDER BY seq")?;
+                let v = s.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                Ok(v)
+            })
+            .unwrap();
+        assert_eq!(left, ["02-event", "04-event"]);
+        assert_eq!(count("SELECT count(*) FROM event_id_index"), 2);
+        assert_eq!(count("SELECT sum(events) FROM raw_event_totals"), 2);
+
+        // Neither query walks the table: the back-dated rows through their
+        // partial index, the others a window from the head of the rowid order.
+        let plan = |sql: &str| -> String {
+            store
+                .read(|c| {
+                    let mut s = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                    let v: Vec<String> = s.query_map(params![cutoff, 2], |r| r.get(3))?.collect::<rusqlite::Result<_>>()?;
+                    Ok(v.join("; "))
+                })
+                .unwrap()
+        };
+        let backdated = plan(
+            "SELECT seq FROM events WHERE occurred_at < ?1 AND occurred_at < received_at ORDER BY occurred_at LIMIT ?2",
+        );
+        assert!(backdated.contains("USING INDEX events_backdated"), "{backdated}");
+    }
+
+    #[test]
     fn sessions_last_seen_before_the_raw_retention_go_with_their_index_entries() {
         let (_dir, store) = temp_store();
         let mut w = store.open_writer(Durability::Normal).unwrap();
-        w.index_sessions_at_once();
+        w.index_at_once();
         let now = Utc::now();
         let site = testing::site(&mut w, "a.test", now);
         let event = |session: String, days: i64| NewEvent { occurred_at: now - Duration::days(days), ..testing::pageview(&site, &session, now) };

@@ -93,11 +93,12 @@ impl Writer {
         })
     }
 
-    /// Merges every session into the index at the next commit, for tests of
-    /// what only indexed sessions undergo.
+    /// Merges every session and event id into their indexes at the next
+    /// commit, for tests of what only indexed keys undergo.
     #[cfg(test)]
-    pub(crate) fn index_sessions_at_once(&mut self) {
+    pub(crate) fn index_at_once(&mut self) {
         self.sessions.tail.max = 0;
+        self.event_ids.tail.max = 0;
     }
 
     /// Runs one change in its own transaction.

@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0006_event_ids_merged_index.sql"),
     include_str!("sql/0007_drop_unused_event_index.sql"),
     include_str!("sql/0008_drop_sessions_site_index.sql"),
+    include_str!("sql/0009_retention_in_arrival_order.sql"),
 ];
 
 /// The schema version this code writes.
