@@ -59,5 +59,5 @@ fn tune_allocator() {
 
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let config = config::Config::from_args(args)?;
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(startup::run(config))
+    tokio::runtime::Builder::new_multi_thread().worker_threads(config.workers).enable_all().build()?.block_on(startup::run(config))
 }
