@@ -12,10 +12,13 @@
 //! commit. Sessions are appended in arrival order and found through the
 //! writer's memory or an index merged in bulk ([`tail`], [`sessions`]); client
 //! event ids are found the same way ([`event_ids`]).
+//! Under heavy load the rollup deltas of a group may go to a journal instead,
+//! written into the rollups by a later group ([`rollups`]).
 //! What a failed savepoint or a failed commit staged is thrown away.
 
 mod event_ids;
 mod filter;
+mod rollups;
 mod sessions;
 mod tail;
 
@@ -24,6 +27,8 @@ mod tail;
 // chosen by clients from colliding on purpose.
 use foldhash::HashMap;
 
+use std::time::{Duration, Instant};
+
 use rand::Rng;
 use rusqlite::{params, Connection, Transaction};
 use uuid::Uuid;
@@ -31,10 +36,9 @@ use uuid::Uuid;
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
 use event_ids::{EventIds, Stored};
+pub(crate) use rollups::add_raw_total;
+use rollups::Deltas;
 use sessions::{Known, SessionKey, Sessions};
-
-type RollupKey = (i64, i64, i64, Name, Name);
-type CountKey = (i64, i64, i64, i64, Name);
 
 /// A country code or variant name. A session's state is copied several times
 /// per event (staged, written, remembered, keyed into rollups): shared, a copy
@@ -68,11 +72,21 @@ pub struct Writer {
     conn: Connection,
     sessions: Sessions,
     event_ids: EventIds,
+    /// When the oldest rollup deltas still in the journal were committed;
+    /// `None` when the journal is empty.
+    journaled_since: Option<Instant>,
+    apply_every: Duration,
 }
+
+/// The longest a busy writer leaves rollup deltas in the journal: how far the
+/// rollups (and so every query) may trail the raw events under heavy load.
+const APPLY_EVERY: Duration = Duration::from_millis(100);
 
 impl Writer {
     pub(crate) fn new(conn: Connection) -> Writer {
-        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default() }
+        // A writer that stopped may have left rows in the journal.
+        let journaled_since = Some(Instant::now());
+        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default(), journaled_since, apply_every: APPLY_EVERY }
     }
 
     /// Starts a group transaction: many commands, one commit.
@@ -86,10 +100,13 @@ impl Writer {
             tx,
             sessions: &mut self.sessions,
             event_ids: &mut self.event_ids,
+            journaled_since: &mut self.journaled_since,
+            apply_every: self.apply_every,
             staged: Staged::default(),
             scratch: Staged::default(),
             written: Vec::new(),
             broken: false,
+            journal_applied: false,
         })
     }
 
@@ -122,10 +139,7 @@ struct Pending {
 #[derive(Default)]
 struct Staged {
     sessions: HashMap<SessionKey, Pending>,
-    rollups: HashMap<RollupKey, [i64; 6]>,
-    counts: HashMap<CountKey, i64>,
-    /// Raw events stored, per (site, event type).
-    raw: HashMap<(i64, i64), i64>,
+    deltas: Deltas,
     /// Events stored with a client event id, by (site, event id).
     event_ids: HashMap<SessionKey, Stored>,
 }
@@ -135,33 +149,13 @@ impl Staged {
     fn merge(&mut self, other: &mut Staged) {
         self.sessions.extend(other.sessions.drain());
         self.event_ids.extend(other.event_ids.drain());
-        for (k, d) in other.rollups.drain() {
-            let e = self.rollups.entry(k).or_default();
-            for i in 0..6 {
-                e[i] += d[i];
-            }
-        }
-        for (k, n) in other.counts.drain() {
-            *self.counts.entry(k).or_default() += n;
-        }
-        for (k, n) in other.raw.drain() {
-            *self.raw.entry(k).or_default() += n;
-        }
+        self.deltas.merge(&mut other.deltas);
     }
 
     fn clear(&mut self) {
         self.sessions.clear();
         self.event_ids.clear();
-        self.rollups.clear();
-        self.counts.clear();
-        self.raw.clear();
-    }
-
-    fn bump_rollup(&mut self, site: i64, s: &SessionState, d: [i64; 6]) {
-        let e = self.rollups.entry((site, s.first_hour, s.device, s.country.clone(), s.variant.clone())).or_default();
-        for i in 0..6 {
-            e[i] += d[i];
-        }
+        self.deltas.clear();
     }
 }
 
@@ -175,6 +169,8 @@ pub struct Group<'a> {
     tx: Transaction<'a>,
     sessions: &'a mut Sessions,
     event_ids: &'a mut EventIds,
+    journaled_since: &'a mut Option<Instant>,
+    apply_every: Duration,
     staged: Staged,
     /// What the command running now staged, merged into `staged` once its
     /// savepoint is released (kept to reuse its memory).
@@ -182,6 +178,8 @@ pub struct Group<'a> {
     written: Written,
     /// Staged changes were only partly written: the group must not commit.
     broken: bool,
+    /// Maintenance wrote the rollup journal into the rollups.
+    journal_applied: bool,
 }
 
 impl Group<'_> {
@@ -207,16 +205,18 @@ impl Group<'_> {
     }
 
     /// Runs maintenance that may change rollups or delete deleted sites'
-    /// sessions (retention): the staged changes are written first. What the
-    /// writer remembers of a deleted site's sessions is left: that site takes
-    /// no more events.
+    /// sessions (retention): the staged changes and the rollup journal are
+    /// written first. What the writer remembers of a deleted site's sessions
+    /// is left: that site takes no more events.
     pub fn maintain<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let mut staged = std::mem::take(&mut self.staged);
         let before = self.written.len();
-        if let Err(e) = flush(&self.tx, &staged, &mut self.written) {
+        let to = Rollups::Tables { journal: self.journaled_since.is_some() };
+        if let Err(e) = flush(&self.tx, &mut staged, &mut self.written, to) {
             self.broken = true;
             return Err(e);
         }
+        self.journal_applied = true;
         // Event ids stay staged until the commit puts them in memory.
         self.staged.event_ids = std::mem::take(&mut staged.event_ids);
         // Sessions appended here are not in the writer's memory until the
@@ -228,7 +228,18 @@ impl Group<'_> {
         self.apply(f)
     }
 
-    pub fn commit(mut self) -> Result<()> {
+    /// Commits, with the rollups written (and whatever the journal held).
+    pub fn commit(self) -> Result<()> {
+        self.finish(false)
+    }
+
+    /// Commits while more writes wait: the rollup deltas go to the journal
+    /// instead, unless the oldest journaled ones are [`APPLY_EVERY`] old.
+    pub fn commit_busy(self) -> Result<()> {
+        self.finish(true)
+    }
+
+    fn finish(mut self, busy: bool) -> Result<()> {
         if self.broken {
             self.sessions.reset();
             self.event_ids.reset();
@@ -238,17 +249,25 @@ impl Group<'_> {
         let mut written = std::mem::take(&mut self.written);
         let mut stored: Vec<(SessionKey, Stored)> = std::mem::take(&mut staged.event_ids).into_iter().collect();
         stored.sort_unstable_by_key(|s| s.1.seq);
-        let outcome = flush(&self.tx, &staged, &mut written).and_then(|()| {
+        let defer = busy && self.journaled_since.is_none_or(|t| t.elapsed() < self.apply_every);
+        let to = if defer { Rollups::Journal } else { Rollups::Tables { journal: self.journaled_since.is_some() } };
+        let outcome = flush(&self.tx, &mut staged, &mut written, to).and_then(|journaled| {
             let first_session = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
             let sessions = self.sessions.before_commit(&self.tx, first_session)?;
             let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq))?;
             self.tx.commit()?;
-            Ok((sessions, event_ids))
+            Ok((sessions, event_ids, journaled))
         });
         match outcome {
-            Ok((sessions, event_ids)) => {
+            Ok((sessions, event_ids, journaled)) => {
                 self.sessions.committed(written, sessions);
                 self.event_ids.committed(stored, event_ids);
+                if !defer || self.journal_applied {
+                    *self.journaled_since = None;
+                }
+                if journaled {
+                    self.journaled_since.get_or_insert_with(Instant::now);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -390,21 +409,21 @@ fn ingest_one(
         mine.event_ids.insert(key, stored);
     }
 
+    let deltas = &mut mine.deltas;
     match &old {
-        None => mine.bump_rollup(e.site_seq, &new, new.counters()),
+        None => deltas.bump_rollup(e.site_seq, &new, new.counters()),
         Some(old) if old.same_row(&new) => {
             if old.flags != new.flags {
                 let (o, n) = (old.counters(), new.counters());
-                mine.bump_rollup(e.site_seq, &new, std::array::from_fn(|i| n[i] - o[i]));
+                deltas.bump_rollup(e.site_seq, &new, std::array::from_fn(|i| n[i] - o[i]));
             }
         }
         Some(old) => {
-            mine.bump_rollup(e.site_seq, old, old.counters().map(|c| -c));
-            mine.bump_rollup(e.site_seq, &new, new.counters());
+            deltas.bump_rollup(e.site_seq, old, old.counters().map(|c| -c));
+            deltas.bump_rollup(e.site_seq, &new, new.counters());
         }
     }
-    *mine.counts.entry((e.site_seq, hour, e.event_type.code(), new.device, new.country.clone())).or_default() += 1;
-    *mine.raw.entry((e.site_seq, e.event_type.code())).or_default() += 1;
+    deltas.count_event(e.site_seq, hour, e.event_type.code(), new.device, &new.country);
     // A session row is written when the session is new or changed.
     if old.as_ref() != Some(&new) {
         mine.sessions.insert(key, Pending { seq, state: new, last_seen: e.occurred_at.timestamp_millis() });
@@ -413,19 +432,17 @@ fn ingest_one(
     Ok(Ack { id, received_at: e.received_at, duplicate: false })
 }
 
-/// Adds `n` (negative to subtract) to a site's count of stored raw events of a type.
-pub(crate) fn add_raw_total(conn: &Connection, site: i64, event_type: i64, n: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
-         ON CONFLICT (site, event_type) DO UPDATE SET events = events + excluded.events",
-    )?
-    .execute(params![site, event_type, n])?;
-    Ok(())
+/// Where a group's rollup deltas go.
+#[derive(Clone, Copy)]
+enum Rollups {
+    Journal,
+    /// Into the rollup tables, with the journal's rows if it may hold any.
+    Tables { journal: bool },
 }
 
 /// Writes what a group staged: changed sessions (listed in `written`), then
-/// rollup and count deltas.
-fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()> {
+/// the rollup deltas; true if they went to the journal.
+fn flush(conn: &Connection, staged: &mut Staged, written: &mut Written, to: Rollups) -> Result<bool> {
     let mut append = conn.prepare_cached(
         "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -448,67 +465,16 @@ fn flush(conn: &Connection, staged: &Staged, written: &mut Written) -> Result<()
         };
         written.push((key.clone(), Known { seq, state: s.clone() }, p.seq.is_none()));
     }
-    let mut rollup = conn.prepare_cached(
-        "INSERT INTO rollup_hourly (site, hour, device, country, variant,
-                                    sessions, adblock, walls, dismissed, conversions, wall_conversions)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
-             sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
-             walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
-             conversions = conversions + excluded.conversions,
-             wall_conversions = wall_conversions + excluded.wall_conversions",
-    )?;
-    let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::default();
-    let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::default();
-    for ((site, hour, device, country, variant), d) in &staged.rollups {
-        if d.iter().all(|&x| x == 0) {
-            continue;
-        }
-        rollup.execute(params![site, hour, device, country, variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
-        let e = by_device.entry((*site, *hour, *device)).or_default();
-        for i in 0..6 {
-            e[i] += d[i];
-        }
-        if !variant.is_empty() {
-            let e = by_variant.entry((*site, *hour, &**variant)).or_default();
-            e[0] += d[2];
-            e[1] += d[5];
+    match to {
+        Rollups::Journal => staged.deltas.journal(conn),
+        Rollups::Tables { journal } => {
+            if journal {
+                staged.deltas.take_journal(conn)?;
+            }
+            staged.deltas.write(conn)?;
+            Ok(false)
         }
     }
-    let mut device = conn.prepare_cached(
-        "INSERT INTO rollup_device_hourly (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-         ON CONFLICT (site, hour, device) DO UPDATE SET
-             sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
-             walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
-             conversions = conversions + excluded.conversions,
-             wall_conversions = wall_conversions + excluded.wall_conversions",
-    )?;
-    for ((site, hour, dev), d) in &by_device {
-        device.execute(params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]])?;
-    }
-    let mut variant = conn.prepare_cached(
-        "INSERT INTO rollup_variant_hourly (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (site, hour, variant) DO UPDATE SET
-             walls = walls + excluded.walls, wall_conversions = wall_conversions + excluded.wall_conversions",
-    )?;
-    for ((site, hour, name), d) in &by_variant {
-        if d.iter().any(|&x| x != 0) {
-            variant.execute(params![site, hour, name, d[0], d[1]])?;
-        }
-    }
-    let mut count = conn.prepare_cached(
-        "INSERT INTO event_counts_hourly (site, hour, event_type, device, country, events)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = events + excluded.events",
-    )?;
-    for ((site, hour, event_type, device, country), n) in &staged.counts {
-        count.execute(params![site, hour, event_type, device, country, n])?;
-    }
-    for (&(site, event_type), &n) in &staged.raw {
-        add_raw_total(conn, site, event_type, n)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -532,6 +498,8 @@ mod tests {
     fn fixture() -> Fixture {
         let (dir, store) = temp_store();
         let mut writer = store.open_writer(Durability::Normal).unwrap();
+        // Busy commits journal until a test says otherwise, however slow the machine.
+        writer.apply_every = std::time::Duration::from_secs(3600);
         let site = testing::site(&mut writer, "acme.test", Utc::now());
         Fixture { _dir: dir, store, writer, site }
     }
@@ -565,6 +533,18 @@ mod tests {
             let ack = g.ingest(&[e]).unwrap().remove(0);
             g.commit().unwrap();
             ack
+        }
+
+        /// Sends one event in a group committed as if more writes waited.
+        fn send_busy(&mut self, session: &str, t: EventType, when: DateTime<Utc>) {
+            let e = NewEvent { event_type: t, ..testing::pageview(&self.site, session, when) };
+            let mut g = self.writer.begin().unwrap();
+            g.ingest(&[e]).unwrap();
+            g.commit_busy().unwrap();
+        }
+
+        fn count(&self, sql: &str) -> i64 {
+            self.store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap()
         }
 
         fn hour_rows(&self) -> Vec<(i64, i64, i64, i64, i64, String)> {
@@ -769,6 +749,115 @@ mod tests {
             assert!(!send(&mut f, i, EventType::AdblockDetected, &format!("{id}-2")).duplicate);
         }
         assert_eq!(rollup_totals(&f.store), (21, 20), "a stored session was counted again");
+    }
+
+    /// Every rollup and count table, in one comparable text. Rows of zeros
+    /// are left out: writing deltas one by one leaves them where a session
+    /// moved away, adding them up first does not write them.
+    fn all_rollups(f: &Fixture) -> String {
+        const COUNTERS: &str = "sessions OR adblock OR walls OR dismissed OR conversions OR wall_conversions";
+        f.store
+            .read(|c| {
+                let mut out = String::new();
+                for sql in [
+                    format!("SELECT hour, device, country, variant, {} FROM rollup_hourly WHERE {COUNTERS} ORDER BY 1, 2, 3, 4", COUNTERS.replace(" OR", ",")),
+                    format!("SELECT hour, device, {} FROM rollup_device_hourly WHERE {COUNTERS} ORDER BY 1, 2", COUNTERS.replace(" OR", ",")),
+                    "SELECT hour, variant, walls, wall_conversions FROM rollup_variant_hourly WHERE walls OR wall_conversions ORDER BY 1, 2".into(),
+                    "SELECT hour, event_type, device, country, events FROM event_counts_hourly WHERE events ORDER BY 1, 2, 3, 4".into(),
+                    "SELECT event_type, events FROM raw_event_totals WHERE events ORDER BY 1".into(),
+                ] {
+                    let mut s = c.prepare(&sql)?;
+                    let n = s.column_count();
+                    let mut rows = s.query([])?;
+                    while let Some(r) = rows.next()? {
+                        let cells: Vec<String> = (0..n).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect();
+                        out += &cells.join(",");
+                        out.push('\n');
+                    }
+                    out.push('|');
+                }
+                Ok(out)
+            })
+            .unwrap()
+    }
+
+    /// A session's life over several hours: new, flags, a variant, an earlier hour.
+    fn script(f: &mut Fixture, send: fn(&mut Fixture, &str, EventType, DateTime<Utc>)) {
+        send(f, "s1", EventType::Pageview, at(9, 50));
+        send(f, "s1", EventType::AdblockDetected, at(9, 51));
+        send(f, "s2", EventType::Pageview, at(10, 1));
+        send(f, "s1", EventType::WallDisplayed, at(10, 2));
+        send(f, "s1", EventType::ConversionAllowlist, at(11, 30));
+        send(f, "s2", EventType::Pageview, at(8, 0));
+    }
+
+    fn send_plain(f: &mut Fixture, session: &str, t: EventType, when: DateTime<Utc>) {
+        f.send(session, t, when, Some("emotional"));
+    }
+
+    fn send_busy_variant(f: &mut Fixture, session: &str, t: EventType, when: DateTime<Utc>) {
+        let e = NewEvent { event_type: t, variant: Some("emotional".into()), ..testing::pageview(&f.site, session, when) };
+        let mut g = f.writer.begin().unwrap();
+        g.ingest(&[e]).unwrap();
+        g.commit_busy().unwrap();
+    }
+
+    #[test]
+    fn busy_commits_journal_the_rollups_and_the_next_plain_commit_writes_them_all() {
+        let mut inline = fixture();
+        script(&mut inline, send_plain);
+        let expected = all_rollups(&inline);
+
+        let mut f = fixture();
+        let before = all_rollups(&f);
+        script(&mut f, send_busy_variant);
+        assert_eq!(all_rollups(&f), before, "busy commits leave the rollups to the journal");
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 6);
+        assert_eq!(f.count("SELECT count(*) FROM events"), 6, "the raw events are committed at once");
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_eq!(all_rollups(&f), expected);
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 0);
+    }
+
+    #[test]
+    fn a_busy_writer_writes_the_journal_once_its_oldest_row_is_old_enough() {
+        let mut f = fixture();
+        f.send_busy("s1", EventType::Pageview, at(9, 0));
+        f.send_busy("s2", EventType::Pageview, at(9, 1));
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 2);
+        f.writer.apply_every = std::time::Duration::ZERO;
+        f.send_busy("s3", EventType::Pageview, at(9, 2));
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 0);
+        assert_eq!(rollup_totals(&f.store), (3, 0));
+        // The clock starts again with the next journaled row.
+        f.writer.apply_every = std::time::Duration::from_secs(3600);
+        f.send_busy("s4", EventType::Pageview, at(9, 3));
+        f.send_busy("s5", EventType::Pageview, at(9, 4));
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 2);
+    }
+
+    #[test]
+    fn journaled_rollups_are_written_when_a_writer_opens_after_a_crash() {
+        let mut inline = fixture();
+        script(&mut inline, send_plain);
+        let mut f = fixture();
+        script(&mut f, send_busy_variant);
+        // A writer dropped without another commit is a process killed.
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        assert_eq!(f.count("SELECT count(*) FROM events"), 6);
+        assert_eq!(all_rollups(&f), all_rollups(&inline));
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 0);
+    }
+
+    #[test]
+    fn maintenance_writes_the_journal_before_it_runs() {
+        let mut f = fixture();
+        f.send_busy("s1", EventType::Pageview, at(9, 0));
+        let mut g = f.writer.begin().unwrap();
+        let seen: i64 = g.maintain(|c| Ok(c.query_row("SELECT sum(sessions) FROM rollup_hourly", [], |r| r.get(0))?)).unwrap();
+        g.commit_busy().unwrap();
+        assert_eq!(seen, 1);
+        assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 0);
     }
 
     #[test]

@@ -41,7 +41,10 @@ impl Store {
     /// Opens the write connection. The collector keeps exactly one, owned by its
     /// writer thread; the admin CLI opens its own for one-off changes.
     pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        Ok(crate::write::Writer::new(open_write_connection(&self.path, durability)?))
+        let mut writer = crate::write::Writer::new(open_write_connection(&self.path, durability)?);
+        // Rollup deltas journaled by a writer that stopped before writing them.
+        writer.run(|_| Ok(()))?;
+        Ok(writer)
     }
 
     /// Runs `f` on a pooled read-only connection. Blocking: call it off async threads.

@@ -6,7 +6,9 @@
 //! and bytes written per event, and the CPU time of the whole process per
 //! event (the writer plus the checkpoint thread).
 //! Every event carries a random `event_id`, as the SDK sends.
-//! Usage: writeload DB EVENTS [GROUP]   (GROUP defaults to 48)
+//! With `busy`, every group commits as the collector's writer does when more
+//! writes wait (its rollup deltas go to the journal).
+//! Usage: writeload DB EVENTS [GROUP] [busy]   (GROUP defaults to 48)
 
 use std::time::Instant;
 
@@ -43,9 +45,10 @@ fn process_cpu() -> anyhow::Result<u64> {
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: writeload DB EVENTS [GROUP]"))?;
+    let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: writeload DB EVENTS [GROUP] [busy]"))?;
     let total: usize = args.next().unwrap_or_else(|| "200000".into()).parse()?;
     let group_size: usize = args.next().unwrap_or_else(|| "48".into()).parse()?;
+    let busy = args.next().is_some_and(|a| a == "busy");
     let store = Store::open(&db)?;
     let mut writer = store.open_writer(Durability::Full)?;
     let now = Utc::now();
@@ -84,7 +87,11 @@ fn main() -> anyhow::Result<()> {
             // One job per event, as the collector receives them.
             group.ingest(std::slice::from_ref(&e))?;
         }
-        group.commit()?;
+        if busy {
+            group.commit_busy()?;
+        } else {
+            group.commit()?;
+        }
         made += n;
     }
     let secs = started.elapsed().as_secs_f64();
@@ -95,7 +102,7 @@ fn main() -> anyhow::Result<()> {
     let process1 = process_cpu()?;
     let per = |x: u64| x as f64 / total as f64;
     println!(
-        "WRITELOAD events={total} group={group_size} events_per_s={:.0} cpu_us_per_event={:.2} bytes_written_per_event={:.0} process_cpu_us_per_event={:.1}",
+        "WRITELOAD events={total} group={group_size} busy={busy} events_per_s={:.0} cpu_us_per_event={:.2} bytes_written_per_event={:.0} process_cpu_us_per_event={:.1}",
         total as f64 / secs,
         per(cpu1 - cpu0) / 1000.0,
         per(written1 - written0),

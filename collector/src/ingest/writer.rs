@@ -35,6 +35,12 @@ enum Msg {
 /// Most jobs one group transaction takes.
 const MAX_GROUP_JOBS: usize = 1024;
 
+/// Jobs waiting when a group commits from which the writer counts as busy:
+/// the group's rollup deltas then go to the journal (`Group::commit_busy`).
+/// Above what a few clients of a quiet collector queue, so they read their
+/// own writes in the rollups at once.
+const BUSY_QUEUE: usize = 8;
+
 /// The sending side, cloned into every handler.
 #[derive(Clone)]
 pub struct WriterHandle {
@@ -184,7 +190,8 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::Unbounde
             }
         };
         let finishers: Vec<Finish> = jobs.drain(..).map(|job| job(&mut group)).collect();
-        let commit = group.commit().map_err(|e| {
+        let commit = if rx.len() >= BUSY_QUEUE { group.commit_busy() } else { group.commit() };
+        let commit = commit.map_err(|e| {
             tracing::error!(error = %e, "commit failed");
             e.to_string()
         });

@@ -1,0 +1,184 @@
+//! Rollup deltas: what a group adds to the hourly rollups, the event counts
+//! and the raw totals, and the journal that lets a busy writer write them
+//! less often.
+//!
+//! Each of those five tables costs a page per commit. When more writes are
+//! already waiting, a group appends its deltas to `rollup_journal` instead
+//! (one small row, on the page the previous commit wrote); the next group that
+//! applies takes every journal row, adds them up with its own deltas, writes
+//! each rollup row once and deletes the journal, in the same transaction. The
+//! journal is applied from the table, never from memory, so any write
+//! connection may apply it and a restart after a crash simply applies what is
+//! there.
+
+use foldhash::HashMap;
+use rusqlite::{params, Connection};
+
+use super::{Name, SessionState};
+use crate::Result;
+
+type RollupKey = (i64, i64, i64, Name, Name);
+type CountKey = (i64, i64, i64, i64, Name);
+
+/// One journal row: rollup, count and raw-total deltas, with names as `S`.
+type Entries<S> = (Vec<(i64, i64, i64, S, S, [i64; 6])>, Vec<(i64, i64, i64, i64, S, i64)>, Vec<(i64, i64, i64)>);
+
+#[derive(Default, Clone)]
+pub(super) struct Deltas {
+    rollups: HashMap<RollupKey, [i64; 6]>,
+    counts: HashMap<CountKey, i64>,
+    /// Raw events stored, per (site, event type).
+    raw: HashMap<(i64, i64), i64>,
+}
+
+impl Deltas {
+    pub fn bump_rollup(&mut self, site: i64, s: &SessionState, d: [i64; 6]) {
+        let e = self.rollups.entry((site, s.first_hour, s.device, s.country.clone(), s.variant.clone())).or_default();
+        for i in 0..6 {
+            e[i] += d[i];
+        }
+    }
+
+    /// Counts one stored event of `event_type` at `hour`, for a session of this device and country.
+    pub fn count_event(&mut self, site: i64, hour: i64, event_type: i64, device: i64, country: &Name) {
+        *self.counts.entry((site, hour, event_type, device, country.clone())).or_default() += 1;
+        *self.raw.entry((site, event_type)).or_default() += 1;
+    }
+
+    /// Adds what `other` holds, leaving it empty with its capacity.
+    pub fn merge(&mut self, other: &mut Deltas) {
+        for (k, d) in other.rollups.drain() {
+            let e = self.rollups.entry(k).or_default();
+            for i in 0..6 {
+                e[i] += d[i];
+            }
+        }
+        for (k, n) in other.counts.drain() {
+            *self.counts.entry(k).or_default() += n;
+        }
+        for (k, n) in other.raw.drain() {
+            *self.raw.entry(k).or_default() += n;
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.rollups.clear();
+        self.counts.clear();
+        self.raw.clear();
+    }
+
+    /// Appends these deltas to the journal; false if there were none.
+    pub fn journal(&self, conn: &Connection) -> Result<bool> {
+        if self.rollups.is_empty() && self.counts.is_empty() && self.raw.is_empty() {
+            return Ok(false);
+        }
+        let entries: Entries<&str> = (
+            self.rollups.iter().map(|((s, h, d, c, v), n)| (*s, *h, *d, &**c, &**v, *n)).collect(),
+            self.counts.iter().map(|((s, h, t, d, c), n)| (*s, *h, *t, *d, &**c, *n)).collect(),
+            self.raw.iter().map(|(&(s, t), &n)| (s, t, n)).collect(),
+        );
+        let json = serde_json::to_string(&entries).map_err(|e| crate::Error::Conflict(format!("cannot encode rollup deltas: {e}")))?;
+        conn.prepare_cached("INSERT INTO rollup_journal (deltas) VALUES (?1)")?.execute([json])?;
+        Ok(true)
+    }
+
+    /// Adds every journal row to these deltas and empties the journal.
+    pub fn take_journal(&mut self, conn: &Connection) -> Result<()> {
+        let mut stmt = conn.prepare_cached("DELETE FROM rollup_journal RETURNING deltas")?;
+        let mut rows = stmt.query([])?;
+        let mut names = super::Names::default();
+        while let Some(row) = rows.next()? {
+            let json: String = row.get(0)?;
+            let (rollups, counts, raw): Entries<String> =
+                serde_json::from_str(&json).map_err(|e| crate::Error::Conflict(format!("a rollup journal row is unreadable: {e}")))?;
+            for (s, h, d, c, v, n) in rollups {
+                let e = self.rollups.entry((s, h, d, names.get(&c), names.get(&v))).or_default();
+                for i in 0..6 {
+                    e[i] += n[i];
+                }
+            }
+            for (s, h, t, d, c, n) in counts {
+                *self.counts.entry((s, h, t, d, names.get(&c))).or_default() += n;
+            }
+            for (s, t, n) in raw {
+                *self.raw.entry((s, t)).or_default() += n;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes these deltas into the rollup, count and raw-total tables.
+    pub fn write(&self, conn: &Connection) -> Result<()> {
+        let mut rollup = conn.prepare_cached(
+            "INSERT INTO rollup_hourly (site, hour, device, country, variant,
+                                        sessions, adblock, walls, dismissed, conversions, wall_conversions)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
+                 sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
+                 walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
+                 conversions = conversions + excluded.conversions,
+                 wall_conversions = wall_conversions + excluded.wall_conversions",
+        )?;
+        let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::default();
+        let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::default();
+        for ((site, hour, device, country, variant), d) in &self.rollups {
+            if d.iter().all(|&x| x == 0) {
+                continue;
+            }
+            rollup.execute(params![site, hour, device, &**country, &**variant, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+            let e = by_device.entry((*site, *hour, *device)).or_default();
+            for i in 0..6 {
+                e[i] += d[i];
+            }
+            if !variant.is_empty() {
+                let e = by_variant.entry((*site, *hour, &**variant)).or_default();
+                e[0] += d[2];
+                e[1] += d[5];
+            }
+        }
+        let mut device = conn.prepare_cached(
+            "INSERT INTO rollup_device_hourly (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+             ON CONFLICT (site, hour, device) DO UPDATE SET
+                 sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
+                 walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
+                 conversions = conversions + excluded.conversions,
+                 wall_conversions = wall_conversions + excluded.wall_conversions",
+        )?;
+        for ((site, hour, dev), d) in &by_device {
+            device.execute(params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]])?;
+        }
+        let mut variant = conn.prepare_cached(
+            "INSERT INTO rollup_variant_hourly (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT (site, hour, variant) DO UPDATE SET
+                 walls = walls + excluded.walls, wall_conversions = wall_conversions + excluded.wall_conversions",
+        )?;
+        for ((site, hour, name), d) in &by_variant {
+            if d.iter().any(|&x| x != 0) {
+                variant.execute(params![site, hour, name, d[0], d[1]])?;
+            }
+        }
+        let mut count = conn.prepare_cached(
+            "INSERT INTO event_counts_hourly (site, hour, event_type, device, country, events)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = events + excluded.events",
+        )?;
+        for ((site, hour, event_type, device, country), n) in &self.counts {
+            count.execute(params![site, hour, event_type, device, &**country, n])?;
+        }
+        for (&(site, event_type), &n) in &self.raw {
+            add_raw_total(conn, site, event_type, n)?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds `n` (negative to subtract) to a site's count of stored raw events of a type.
+pub(crate) fn add_raw_total(conn: &Connection, site: i64, event_type: i64, n: i64) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
+         ON CONFLICT (site, event_type) DO UPDATE SET events = events + excluded.events",
+    )?
+    .execute(params![site, event_type, n])?;
+    Ok(())
+}
