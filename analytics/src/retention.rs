@@ -9,6 +9,16 @@ use rusqlite::{params, Connection};
 use crate::write::add_raw_total;
 use crate::Result;
 
+/// The tables of the merged indexes, hot and cold (analytics/src/write/tail.rs):
+/// a merged key is in one of them.
+const EVENT_ID_INDEXES: [&str; 2] = ["event_id_index_hot", "event_id_index"];
+const SESSION_INDEXES: [&str; 2] = ["session_index_hot", "session_index"];
+
+/// Prepares one statement per index table, `{}` standing for its name.
+fn per_index<'c>(conn: &'c Connection, tables: [&str; 2], sql: &str) -> Result<Vec<rusqlite::CachedStatement<'c>>> {
+    tables.iter().map(|t| Ok(conn.prepare_cached(&sql.replace("{}", t))?)).collect()
+}
+
 /// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
 ///
 /// No index covers every event's time (it cost each insert about three
@@ -35,12 +45,14 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     for r in stmt.query_map(params![before_ms, head], row)? {
         rows.push(r?);
     }
-    let mut unindex = conn.prepare_cached("DELETE FROM event_id_index WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut unindex = per_index(conn, EVENT_ID_INDEXES, "DELETE FROM {} WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
     let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
     for (seq, site, event_type, client_event_id) in &rows {
         if let Some(id) = client_event_id {
-            unindex.execute(params![id, site, seq])?;
+            for stmt in &mut unindex {
+                stmt.execute(params![id, site, seq])?;
+            }
         }
         delete.execute([seq])?;
         *deleted.entry((*site, *event_type)).or_default() += 1;
@@ -53,7 +65,7 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
 
 /// Deletes the sessions last seen before `before_ms` among the `window`
 /// sessions that follow `after` in arrival order, with their index entries.
-/// Only sessions already merged into `session_index` are looked at: the
+/// Only sessions already merged into an index table are looked at: the
 /// others live in the writer's memory. Returns how many went and the last
 /// `seq` looked at, to start the next window from (`None`: nothing follows).
 ///
@@ -67,12 +79,14 @@ pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window:
         )?
         .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut unindex = conn.prepare_cached("DELETE FROM session_index WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut unindex = per_index(conn, SESSION_INDEXES, "DELETE FROM {} WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
     let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
     let mut n = 0;
     for (seq, site, session_id, last_seen) in &rows {
         if *last_seen < before_ms {
-            unindex.execute(params![session_id, site, seq])?;
+            for stmt in &mut unindex {
+                stmt.execute(params![session_id, site, seq])?;
+            }
             n += delete.execute([seq])?;
         }
     }
@@ -133,12 +147,15 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
     let Some(last) = last else {
         return Ok((0, None));
     };
-    conn.prepare_cached(
-        "DELETE FROM session_index WHERE (session_id, site) IN
+    for mut stmt in per_index(
+        conn,
+        SESSION_INDEXES,
+        "DELETE FROM {} WHERE (session_id, site) IN
              (SELECT session_id, site FROM sessions WHERE seq > ?1 AND seq <= ?2
                   AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
-    )?
-    .execute(params![after, last])?;
+    )? {
+        stmt.execute(params![after, last])?;
+    }
     let n = conn
         .prepare_cached(
             "DELETE FROM sessions WHERE seq > ?1 AND seq <= ?2
@@ -153,11 +170,14 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
 /// Its sessions go first, in a pass of [`purge_deleted_sites_sessions`].
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
-    conn.execute(
-        "DELETE FROM event_id_index WHERE site = ?1 AND event_id IN
+    for mut stmt in per_index(
+        conn,
+        EVENT_ID_INDEXES,
+        "DELETE FROM {} WHERE site = ?1 AND event_id IN
              (SELECT client_event_id FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
-        params![site, limit],
-    )?;
+    )? {
+        stmt.execute(params![site, limit])?;
+    }
     let mut n = conn.execute(
         "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
         params![site, limit],
@@ -260,7 +280,7 @@ mod tests {
         g.commit().unwrap();
         w.run(|_| Ok(())).unwrap();
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM event_id_index"), 5);
+        assert_eq!(count("SELECT count(*) FROM (SELECT event_id FROM event_id_index UNION ALL SELECT event_id FROM event_id_index_hot)"), 5);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
         // The back-dated one and a head window of one; then a head window of two.
@@ -275,7 +295,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, ["02-event", "04-event"]);
-        assert_eq!(count("SELECT count(*) FROM event_id_index"), 2);
+        assert_eq!(count("SELECT count(*) FROM (SELECT event_id FROM event_id_index UNION ALL SELECT event_id FROM event_id_index_hot)"), 2);
         assert_eq!(count("SELECT sum(events) FROM raw_event_totals"), 2);
 
         // Neither query walks the table: the back-dated rows through their
@@ -311,7 +331,7 @@ mod tests {
         // The next commit merges them into the index.
         w.run(|_| Ok(())).unwrap();
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM session_index"), 12);
+        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM session_index UNION ALL SELECT seq FROM session_index_hot)"), 12);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
         let (mut after, mut purged, mut windows) = (0, 0, 0);
@@ -323,8 +343,11 @@ mod tests {
         assert_eq!((purged, windows), (6, 3), "windows of 5 over 12 sessions");
         assert_eq!(count("SELECT count(*) FROM sessions"), 6);
         assert_eq!(count("SELECT count(*) FROM sessions WHERE session_id IN ('s01', 's03', 's05', 's07', 's09', 's11')"), 6);
-        assert_eq!(count("SELECT count(*) FROM session_index"), 6);
-        assert_eq!(count("SELECT count(*) FROM session_index i JOIN sessions s ON s.seq = i.seq AND s.session_id = i.session_id"), 6);
+        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM session_index UNION ALL SELECT seq FROM session_index_hot)"), 6);
+        assert_eq!(count(
+            "SELECT count(*) FROM (SELECT seq, session_id FROM session_index UNION ALL SELECT seq, session_id FROM session_index_hot) i
+             JOIN sessions s ON s.seq = i.seq AND s.session_id = i.session_id"
+        ), 6);
 
         // A kept session is still found: its next event does not count it again.
         let mut g = w.begin().unwrap();

@@ -110,12 +110,13 @@ impl Writer {
         })
     }
 
-    /// Merges every session and event id into their indexes at the next
-    /// commit, for tests of what only indexed keys undergo.
+    /// Merges every session and event id into their index tables at the
+    /// next commit, and moves two per commit on to the cold ones, for tests of
+    /// what only indexed keys undergo.
     #[cfg(test)]
     pub(crate) fn index_at_once(&mut self) {
-        self.sessions.tail.max = 0;
-        self.event_ids.tail.max = 0;
+        self.sessions.tail.index_at_once();
+        self.event_ids.tail.index_at_once();
     }
 
     /// Runs one change in its own transaction.
@@ -677,20 +678,31 @@ mod tests {
             .unwrap()
     }
 
+    /// Small limits, so that keys reach the hot and the cold index tables.
+    fn small_index_limits(writer: &mut super::Writer, tail: usize) {
+        for t in [&mut writer.sessions.tail.max, &mut writer.event_ids.tail.max] {
+            *t = tail;
+        }
+        writer.sessions.tail.hot_max = 3;
+        writer.sessions.tail.drain_chunk = 2;
+        writer.event_ids.tail.hot_max = 2;
+        writer.event_ids.tail.drain_chunk = 1;
+    }
+
     #[test]
-    fn sessions_merged_into_the_index_or_left_in_the_tail_are_found_after_a_restart() {
+    fn sessions_in_the_tail_the_hot_or_the_cold_index_are_found_after_a_restart() {
         let mut f = fixture();
-        f.writer.sessions.tail.max = 3;
+        small_index_limits(&mut f.writer, 3);
         // Ids over several slices, in separate commits, so slices get merged.
         let ids: Vec<String> = (0..12).map(|i| format!("{}{}-session", ["aa", "ab", "ba", "zz"][i % 4], i)).collect();
         for id in &ids {
             f.send(id, EventType::Pageview, at(9, 0), None);
         }
-        let indexed: i64 = f.store.read(|c| Ok(c.query_row("SELECT count(*) FROM session_index", [], |r| r.get(0))?)).unwrap();
-        assert!(indexed > 0 && indexed < 12, "some sessions merged, some still in the tail: {indexed}");
+        let (hot, cold) = (f.count("SELECT count(*) FROM session_index_hot"), f.count("SELECT count(*) FROM session_index"));
+        assert!(hot > 0 && cold > 0 && hot + cold < 12, "sessions in each place: tail {}, hot {hot}, cold {cold}", 12 - hot - cold);
         // A new writer knows nothing in memory: the marks must tell it which sessions are where.
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
-        f.writer.sessions.tail.max = 3;
+        small_index_limits(&mut f.writer, 3);
         for id in &ids {
             f.send(id, EventType::AdblockDetected, at(9, 1), None);
         }
@@ -707,17 +719,17 @@ mod tests {
     }
 
     #[test]
-    fn event_ids_merged_into_the_index_or_left_in_the_tail_are_found_after_a_restart() {
+    fn event_ids_in_the_tail_the_hot_or_the_cold_index_are_found_after_a_restart() {
         let mut f = fixture();
-        f.writer.event_ids.tail.max = 2;
+        small_index_limits(&mut f.writer, 2);
         let ids: Vec<String> = (0..9).map(|i| format!("{}{i}-event", ["0a", "1b", "2c"][i % 3])).collect();
         let send = |f: &mut Fixture, i: usize, id: &str| f.send_full(&format!("s{i}"), EventType::Pageview, at(9, 0), None, false, Some(id));
         let first: Vec<_> = ids.iter().enumerate().map(|(i, id)| send(&mut f, i, id)).collect();
-        let count = |f: &Fixture, sql: &str| -> i64 { f.store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        let indexed = count(&f, "SELECT count(*) FROM event_id_index");
-        assert!(indexed > 0 && indexed < 9, "some ids merged, some still in the tail: {indexed}");
+        let count = |f: &Fixture, sql: &str| -> i64 { f.count(sql) };
+        let (hot, cold) = (count(&f, "SELECT count(*) FROM event_id_index_hot"), count(&f, "SELECT count(*) FROM event_id_index"));
+        assert!(hot > 0 && cold > 0 && hot + cold < 9, "ids in each place: tail {}, hot {hot}, cold {cold}", 9 - hot - cold);
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
-        f.writer.event_ids.tail.max = 2;
+        small_index_limits(&mut f.writer, 2);
         for (i, id) in ids.iter().enumerate() {
             let again = send(&mut f, i, id);
             assert!(again.duplicate, "{id} was stored again");
@@ -730,16 +742,15 @@ mod tests {
     #[test]
     fn with_the_index_filters_built_every_stored_session_and_event_id_is_found() {
         let mut f = fixture();
-        f.writer.sessions.tail.max = 2;
-        f.writer.event_ids.tail.max = 2;
+        small_index_limits(&mut f.writer, 2);
         let ids: Vec<String> = (0..20).map(|i| format!("{:02x}{i}-id", i * 37 % 256)).collect();
         let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| {
             f.send_full(&format!("{}-session", ids[i]), t, at(9, 0), None, false, Some(id))
         };
         let first: Vec<_> = (0..ids.len()).map(|i| send(&mut f, i, EventType::Pageview, &ids[i])).collect();
+        assert!(f.count("SELECT count(*) FROM session_index") > 0 && f.count("SELECT count(*) FROM event_id_index") > 0);
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
-        f.writer.sessions.tail.max = 2;
-        f.writer.event_ids.tail.max = 2;
+        small_index_limits(&mut f.writer, 2);
         // The first lookups start the builds.
         f.send_full("warm-up-session", EventType::Pageview, at(9, 0), None, false, Some("ff-warm-up"));
         assert!(f.writer.sessions.tail.wait_for_filter() && f.writer.event_ids.tail.wait_for_filter());

@@ -134,15 +134,16 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 /// The raw events of the period's hours whose session matches the filters,
 /// in the order received: the order of the `events_site` index, so nothing is
 /// sorted in memory (`streams_without_sorting` checks it). A session is found
-/// through `session_index`, or among the newest sessions, which the writer
-/// has not indexed yet (analytics::write).
+/// through the session index tables (hot, then cold), or among the newest
+/// sessions, which the writer has not indexed yet (analytics::write).
 pub(super) const EVENTS_SQL: &str =
     "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT seq FROM session_index_low))
      SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
      FROM events e
+     LEFT JOIN session_index_hot h ON h.session_id = e.session_id AND h.site = e.site
      LEFT JOIN session_index i ON i.session_id = e.session_id AND i.site = e.site
      LEFT JOIN tail t ON t.site = e.site AND t.session_id = e.session_id
-     LEFT JOIN sessions s ON s.seq = coalesce(i.seq, t.seq)
+     LEFT JOIN sessions s ON s.seq = coalesce(h.seq, i.seq, t.seq)
      WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
        AND (?4 IS NULL OR s.device = ?4)
        AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))

@@ -16,6 +16,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0008_drop_sessions_site_index.sql"),
     include_str!("sql/0009_retention_in_arrival_order.sql"),
     include_str!("sql/0010_rollup_journal.sql"),
+    include_str!("sql/0011_hot_index_tables.sql"),
 ];
 
 /// The schema version this code writes.

@@ -12,7 +12,8 @@ use crate::Result;
 const TAIL_MAX: usize = 32_768;
 
 const TABLES: Tables = Tables {
-    index: "event_id_index",
+    hot: "event_id_index_hot",
+    cold: "event_id_index",
     key: "event_id",
     marks: "event_id_index_marks",
     low: "event_id_index_low",

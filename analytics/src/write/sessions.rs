@@ -18,7 +18,8 @@ const TAIL_MAX: usize = 32_768;
 const RECENT_GENERATION: usize = 16_384;
 
 const TABLES: Tables = Tables {
-    index: "session_index",
+    hot: "session_index_hot",
+    cold: "session_index",
     key: "session_id",
     marks: "session_index_marks",
     low: "session_index_low",

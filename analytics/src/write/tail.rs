@@ -2,21 +2,32 @@
 //! cost a random B-tree page per new key.
 //!
 //! The rows themselves are appended (`seq` order). A key is found either in
-//! the writer's memory or in an index table:
+//! the writer's memory or in one of two index tables:
 //!
-//! - the *tail* holds every key not yet in the index table (complete: a key in
-//!   neither does not exist);
+//! - the *tail* holds every key not yet in an index table (complete: a key in
+//!   none of them does not exist);
 //! - when the tail grows past its limit, whole *slices* of it (keys sharing
 //!   their first two bytes, a contiguous range of the index) are merged into
-//!   the table, sorted, one slice after the other, so each index page written
-//!   takes many keys instead of one.
+//!   the *hot* table, sorted, one slice after the other, so each index page
+//!   written takes many keys instead of one;
+//! - when the hot table holds more than its limit, its keys move on, a chunk
+//!   in key order per commit, into the *cold* table, which holds the rest.
 //!
-//! Durable marks say what the table holds: per slice, the largest `seq`
+//! Why two tables: a merge writes about one page per key once the table is
+//! far larger than the batch of keys merged into it, as the tail's slices
+//! are beside the index of a store with millions of sessions. The hot table
+//! stays small enough for a slice to share its pages, and a chunk of it is
+//! large enough to share the cold table's pages: each level costs a fraction
+//! of a page per key instead of a page (BENCHMARKS.md).
+//!
+//! Durable marks say what the index tables hold: per slice, the largest `seq`
 //! merged; and a `low` seq at or below which every row is indexed. At start-up
 //! the owner rebuilds the tail from the rows above `low` that their slice's
-//! mark does not cover ([`Tail::unindexed`]).
+//! mark does not cover ([`Marks::unindexed`]). Moving keys from the hot table
+//! to the cold one changes no mark.
 //!
-//! Memory changes only after the transaction that wrote them commits.
+//! Memory changes only after the transaction that wrote them commits; after a
+//! failed commit the owner clears the tail and rebuilds it.
 
 use std::collections::BTreeMap;
 
@@ -29,15 +40,24 @@ use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
 const LOW_EVERY: u32 = 1024;
+/// Keys the hot table holds before chunks of it move to the cold table: with
+/// a tail of 32,768 keys, a slice and a chunk each write about a tenth and a
+/// third of a page per key beside a cold table of six million keys.
+const HOT_MAX: usize = 1 << 18;
+/// Keys moved from the hot table to the cold one per commit, when it is over
+/// its limit: a commit takes in about as many new keys under load.
+const DRAIN_CHUNK: usize = 256;
 
 /// (site, key). Shared: the tail holds each key twice (by key, and in its
 /// slice's list), and a group passes it through its staging and memory.
 pub(super) type Key = (i64, std::sync::Arc<str>);
 
-/// The tables of one index: `index (key, site, seq)`, `marks (slice, seq)`,
-/// `low (seq)`, and the table of the rows (`seq` is its rowid).
+/// The tables of one index: `hot` and `cold (key, site, seq)`,
+/// `marks (slice, seq)`, `low (seq)`, and the table of the rows (`seq` is its
+/// rowid).
 pub(super) struct Tables {
-    pub index: &'static str,
+    pub hot: &'static str,
+    pub cold: &'static str,
     pub key: &'static str,
     pub marks: &'static str,
     pub low: &'static str,
@@ -65,9 +85,23 @@ pub(super) struct Tail<V> {
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
     commits: u32,
+    /// The hot and cold tables, newest first: their lookups and filters.
+    levels: [Level; 2],
+    pub hot_max: usize,
+    pub drain_chunk: usize,
+    /// Keys in the hot table, counted when first needed; merges add to it,
+    /// moves to the cold table take from it (deletes by retention are not
+    /// seen: it may count high until the next start).
+    hot_keys: Option<usize>,
+    /// The last (key, site) moved to the cold table: the next chunk follows it.
+    drained_to: Option<(String, i64)>,
+}
+
+/// One index table.
+struct Level {
     /// The lookup's SQL, built once: it runs for nearly every event.
     lookup: String,
-    /// Which keys the index table may hold.
+    /// Which keys the table may hold.
     filter: Filter,
 }
 
@@ -90,9 +124,23 @@ impl Marks {
 
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
-        let lookup = format!("SELECT seq FROM {} WHERE {} = ?1 AND site = ?2", tables.index, tables.key);
-        let filter = Filter::new(tables.index, tables.key);
-        Tail { tables, max, entries: HashMap::default(), slices: BTreeMap::new(), cursor: 0, commits: 0, lookup, filter }
+        let level = |table: &'static str| Level {
+            lookup: format!("SELECT seq FROM {table} WHERE {} = ?1 AND site = ?2", tables.key),
+            filter: Filter::new(table, tables.key),
+        };
+        Tail {
+            tables,
+            max,
+            entries: HashMap::default(),
+            slices: BTreeMap::new(),
+            cursor: 0,
+            commits: 0,
+            levels: [level(tables.hot), level(tables.cold)],
+            hot_max: HOT_MAX,
+            drain_chunk: DRAIN_CHUNK,
+            hot_keys: None,
+            drained_to: None,
+        }
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
@@ -113,6 +161,8 @@ impl<V: Row> Tail<V> {
         self.entries.clear();
         self.slices.clear();
         self.cursor = 0;
+        self.hot_keys = None;
+        self.drained_to = None;
     }
 
     /// Reads the marks, to rebuild the tail from the rows they do not cover.
@@ -126,30 +176,49 @@ impl<V: Row> Tail<V> {
         Ok(Marks { low, marks })
     }
 
-    /// Waits for the index filter being built (tests).
+    /// Merges every key at the next commit, and moves two per commit on to
+    /// the cold table (tests).
     #[cfg(test)]
-    pub fn wait_for_filter(&mut self) -> bool {
-        self.filter.wait();
-        self.filter.is_ready()
+    pub fn index_at_once(&mut self) {
+        (self.max, self.hot_max, self.drain_chunk) = (0, 2, 2);
     }
 
-    /// Finds the `seq` of an indexed key.
-    pub fn indexed(&mut self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
-        if !self.filter.may_hold(conn, filter::hash(key.0, &key.1)) {
-            return Ok(None);
-        }
-        let mut stmt = conn.prepare_cached(&self.lookup)?;
-        let mut rows = stmt.query(params![&*key.1, key.0])?;
-        Ok(match rows.next()? {
-            Some(r) => Some(r.get(0)?),
-            None => None,
+    /// Waits for the index filters being built (tests): true when both are ready.
+    #[cfg(test)]
+    pub fn wait_for_filter(&mut self) -> bool {
+        self.levels.iter_mut().all(|l| {
+            l.filter.wait();
+            l.filter.is_ready()
         })
     }
 
-    /// Merges slices into the index table, inside the caller's transaction,
-    /// until the tail is back under its limit, and moves `low` up. `first_new`
-    /// is the smallest `seq` of the rows this transaction appended, if any.
+    /// Finds the `seq` of an indexed key: in the hot table, else in the cold one.
+    pub fn indexed(&mut self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
+        let h = filter::hash(key.0, &key.1);
+        for level in &mut self.levels {
+            if !level.filter.may_hold(conn, h) {
+                continue;
+            }
+            let mut stmt = conn.prepare_cached(&level.lookup)?;
+            let mut rows = stmt.query(params![&*key.1, key.0])?;
+            if let Some(r) = rows.next()? {
+                return Ok(Some(r.get(0)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Inside the caller's transaction: merges slices into the hot table until
+    /// the tail is back under its limit, moves `low` up, and moves a chunk of
+    /// the hot table into the cold one if it is over its own. `first_new` is
+    /// the smallest `seq` of the rows this transaction appended, if any.
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
+        let merged = self.merge(conn, first_new)?;
+        self.drain(conn)?;
+        Ok(merged)
+    }
+
+    fn merge(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
         let mut merged = Merged::default();
         self.commits = self.commits.wrapping_add(1);
         // Without merges `low` would stay behind when few rows carry a key,
@@ -158,7 +227,7 @@ impl<V: Row> Tail<V> {
             return Ok(merged);
         }
         let t = self.tables;
-        let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.index, t.key))?;
+        let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.hot, t.key))?;
         let mut mark = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} (slice, seq) VALUES (?1, ?2)", t.marks))?;
         let mut left = self.entries.len();
         let mut cursor = self.cursor;
@@ -170,8 +239,9 @@ impl<V: Row> Tail<V> {
             rows.sort_unstable();
             for (key, site, seq) in &rows {
                 insert.execute(params![key, site, seq])?;
-                self.filter.add(filter::hash(*site, key));
+                self.levels[0].filter.add(filter::hash(*site, key));
             }
+            self.hot_keys = self.hot_keys.map(|n| n + rows.len());
             mark.execute(params![slice, rows.iter().map(|r| r.2).max().unwrap_or(0)])?;
             merged.0.push(slice);
             left -= keys.len();
@@ -193,6 +263,45 @@ impl<V: Row> Tail<V> {
             .unwrap_or(0);
         conn.prepare_cached(&format!("UPDATE {} SET seq = ?1", t.low))?.execute([low])?;
         Ok(merged)
+    }
+
+    /// Moves the next chunk of the hot table's keys, in key order and going
+    /// round, into the cold table when the hot one holds more than `hot_max`.
+    fn drain(&mut self, conn: &Connection) -> Result<()> {
+        let t = self.tables;
+        let hot_keys = match self.hot_keys {
+            Some(n) => n,
+            None => conn.query_row(&format!("SELECT count(*) FROM {}", t.hot), [], |r| r.get::<_, i64>(0))? as usize,
+        };
+        self.hot_keys = Some(hot_keys);
+        if hot_keys <= self.hot_max {
+            return Ok(());
+        }
+        let (after, after_site) = self.drained_to.take().unwrap_or((String::new(), i64::MIN));
+        let chunk: Vec<(String, i64, i64)> = conn
+            .prepare_cached(&format!(
+                "SELECT {k}, site, seq FROM {hot} WHERE ({k}, site) > (?1, ?2) ORDER BY {k}, site LIMIT ?3",
+                k = t.key,
+                hot = t.hot
+            ))?
+            .query_map(params![after, after_site, self.drain_chunk as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        let Some((last, last_site, _)) = chunk.last() else {
+            // Past the last key: the next chunk starts again from the first.
+            return Ok(());
+        };
+        let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.cold, t.key))?;
+        for (key, site, seq) in &chunk {
+            insert.execute(params![key, site, seq])?;
+            self.levels[1].filter.add(filter::hash(*site, key));
+        }
+        conn.prepare_cached(&format!("DELETE FROM {hot} WHERE ({k}, site) > (?1, ?2) AND ({k}, site) <= (?3, ?4)", k = t.key, hot = t.hot))?
+            .execute(params![after, after_site, last, last_site])?;
+        self.hot_keys = Some(hot_keys - chunk.len());
+        if chunk.len() == self.drain_chunk {
+            self.drained_to = Some((last.clone(), *last_site));
+        }
+        Ok(())
     }
 
     /// Drops the slices a committed transaction merged; returns their entries.
