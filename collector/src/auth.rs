@@ -145,25 +145,42 @@ impl Origin {
 
 /// The host of an `Origin` header (`https://www.example.com:8443` → `www.example.com`).
 pub fn origin_host(origin: &str) -> Option<String> {
-    // Browsers send `scheme://host[:port]` in lowercase ASCII (IDNA applied):
-    // read that directly, as it comes with every event; anything else goes
-    // through the URL parser.
-    if let Some((scheme, rest)) = origin.split_once("://") {
-        let (host, port) = rest.split_once(':').unwrap_or((rest, "80"));
-        let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.';
-        if matches!(scheme, "http" | "https")
-            && host.bytes().all(plain)
-            // A last label that starts with a digit may be an IPv4 address
-            // in one of its odd forms (`0x7f.1`): the parser normalises those.
-            && host.trim_end_matches('.').rsplit('.').next().is_some_and(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
-            && port.bytes().all(|b| b.is_ascii_digit())
-            && port.parse::<u16>().is_ok()
-        {
-            return Some(host.to_owned());
-        }
+    if let Some(host) = plain_http_host(origin) {
+        return Some(host.to_owned());
     }
     let url = url::Url::parse(origin).ok()?;
     url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+}
+
+/// The host of an absolute http(s) URL (`https://news.example.com/a?b` →
+/// `news.example.com`), as the URL parser reads it; `None` for any other URL.
+pub fn http_url_host(url: &str) -> Option<String> {
+    if let Some(host) = plain_http_host(url) {
+        return Some(host.to_owned());
+    }
+    url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .and_then(|u| u.host_str().map(str::to_owned))
+}
+
+/// The host of the URL browsers send with every event, read without the URL
+/// parser: `http(s)://host[:port]`, then the end or a path, query or fragment,
+/// with a lowercase ASCII host (IDNA applied). `None` for anything else, which
+/// the parser reads (and normalises) instead.
+fn plain_http_host(url: &str) -> Option<&str> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let (host, port) = authority.split_once(':').unwrap_or((authority, "80"));
+    let plain = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.';
+    (matches!(scheme, "http" | "https")
+        && host.bytes().all(plain)
+        // A last label that starts with a digit may be an IPv4 address
+        // in one of its odd forms (`0x7f.1`): the parser normalises those.
+        && host.trim_end_matches('.').rsplit('.').next().is_some_and(|l| l.starts_with(|c: char| c.is_ascii_lowercase()))
+        && port.bytes().all(|b| b.is_ascii_digit())
+        && port.parse::<u16>().is_ok())
+    .then_some(host)
 }
 
 /// Decides whether a browser (no key) may send events for `site`: its Origin,
@@ -285,6 +302,41 @@ mod tests {
             let parsed = url::Url::parse(origin).ok().and_then(|u| u.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned()));
             assert_eq!(origin_host(origin), parsed, "{origin}");
         }
+    }
+
+    #[test]
+    fn page_url_hosts_read_without_the_parser_agree_with_it() {
+        for page in [
+            "https://news.example.com/article/12?utm=x#top",
+            "http://localhost:8080/",
+            "https://e.com",
+            "https://e.com?q",
+            "https://e.com#f",
+            "https://e.com/café",
+            "https://e.com/a b",
+            "https://E.com/",
+            "https://e.com\\evil.test/",
+            "https://user:pw@e.com/",
+            "https://e.com:443/x",
+            "https://e.com:/x",
+            "https://e.com:65536/",
+            "https://127.0.0.1/",
+            "https://0x7f.1/",
+            "https://[::1]:8080/",
+            "https://xn--caf-dma.fr/",
+            "https://café.fr/",
+            "https:e.com/",
+            "https:///e.com/",
+            " https://e.com/",
+            "https://e.com/\tx",
+            "ftp://e.com/",
+            "mailto:a@e.com",
+            "/relative",
+        ] {
+            let parsed = url::Url::parse(page).ok().filter(|u| matches!(u.scheme(), "http" | "https")).and_then(|u| u.host_str().map(str::to_owned));
+            assert_eq!(http_url_host(page), parsed, "{page}");
+        }
+        assert_eq!(plain_http_host("https://news.example.com/article/12?utm=x#top"), Some("news.example.com"));
     }
 
     #[test]

@@ -279,10 +279,11 @@ async fn cors_origin(ctx: &Ctx, origin: &Origin, headers: &HeaderMap) -> Option<
 }
 
 fn write_cors(headers: &mut HeaderMap, origin: HeaderValue) {
-    headers.insert("access-control-allow-origin", origin);
-    headers.insert("vary", HeaderValue::from_static("Origin"));
+    use http::header::{ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, VARY};
+    headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(VARY, HeaderValue::from_static("Origin"));
     headers.insert(
-        "access-control-expose-headers",
+        ACCESS_CONTROL_EXPOSE_HEADERS,
         HeaderValue::from_static("X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After"),
     );
 }

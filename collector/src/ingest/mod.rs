@@ -12,7 +12,6 @@ use std::sync::Arc;
 use analytics::model::{Device, NewEvent, Site, SiteStatus};
 use chrono::{DateTime, Duration, Utc};
 use http::{HeaderMap, HeaderValue};
-use serde_json::Value;
 use uuid::Uuid;
 
 use crate::auth::{self, Origin, Principal};
@@ -111,18 +110,16 @@ fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>, max_days: i6
 }
 
 fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>, received_at: DateTime<Utc>) -> NewEvent {
-    let mut metadata = input.metadata;
     let device = input
         .device
         .unwrap_or_else(|| Device::from_user_agent(info.user_agent().unwrap_or_default()));
-    // The stored metadata shows the device the event was counted under.
-    metadata.insert("device_type".into(), Value::String(device.as_str().into()));
     NewEvent {
         site_seq: site.seq,
         session_id: input.session_id,
         event_type: input.event_type,
         page_url: input.page_url,
-        metadata: Some(Value::Object(metadata).to_string()),
+        // The stored metadata shows the device the event was counted under.
+        metadata: Some(input.metadata.stored(device)),
         device,
         country: info.country.clone(),
         variant: input.variant,

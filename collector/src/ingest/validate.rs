@@ -35,12 +35,47 @@ pub struct TrackInput {
     /// As sent: the stored event keeps the client's spelling.
     pub page_url: String,
     pub page_host: String,
-    pub metadata: Map<String, Value>,
+    pub metadata: Metadata,
     pub device: Option<Device>,
     pub variant: Option<String>,
     pub forced_variant: bool,
     pub event_id: Option<Uuid>,
     pub timestamp: Option<DateTime<Utc>>,
+}
+
+/// An event's metadata: the object, and the JSON it serializes to (compact,
+/// keys in the order sent), written once, for its size and for storing it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metadata {
+    pub map: Map<String, Value>,
+    json: String,
+}
+
+impl Metadata {
+
+    /// The JSON to store: the object with `device_type` set to the device the
+    /// event is counted under, exactly as `map` would serialize with it.
+    pub fn stored(mut self, device: Device) -> String {
+        let name = device.as_str();
+        match self.map.get("device_type") {
+            Some(Value::String(d)) if d == name => self.json,
+            // A map puts a new key last.
+            None => {
+                self.json.pop();
+                if self.json.len() > 1 {
+                    self.json.push(',');
+                }
+                self.json.push_str("\"device_type\":\"");
+                self.json.push_str(name);
+                self.json.push_str("\"}");
+                self.json
+            }
+            Some(_) => {
+                self.map.insert("device_type".into(), Value::String(name.into()));
+                Value::Object(self.map).to_string()
+            }
+        }
+    }
 }
 
 /// Parses and validates a track body.
@@ -284,21 +319,6 @@ fn meta_str<'a>(metadata: &'a Map<String, Value>, name: &str, path: &str) -> Res
     }
 }
 
-/// Counts the bytes of the serialized metadata without keeping them.
-#[derive(Default)]
-struct ByteCount(usize);
-
-impl std::io::Write for ByteCount {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The checks, in the order their errors take precedence.
 fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
     let session_id = required_str(&obj.session_id, "session_id")?;
@@ -326,10 +346,7 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
     if page_url.len() > MAX_PAGE_URL {
         return Err(ApiError::invalid("page_url", "too_long", "page_url is longer than 2048 characters"));
     }
-    let page_host = url::Url::parse(page_url)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https"))
-        .and_then(|u| u.host_str().map(str::to_owned))
+    let page_host = crate::auth::http_url_host(page_url)
         .ok_or_else(|| ApiError::invalid("page_url", "invalid", "page_url must be an absolute http(s) URL"))?;
 
     let metadata = match obj.metadata {
@@ -337,8 +354,9 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
         Some(Value::Object(m)) => m,
         Some(_) => return Err(ApiError::invalid("metadata", "invalid", "metadata must be an object")),
     };
-    let mut size = ByteCount::default();
-    if serde_json::to_writer(&mut size, &metadata).map_or(0, |()| size.0) > MAX_METADATA_BYTES {
+    // Values read from JSON always serialize back.
+    let metadata_json = serde_json::to_string(&metadata).unwrap_or_default();
+    if metadata_json.len() > MAX_METADATA_BYTES {
         return Err(ApiError::invalid("metadata", "too_long", "metadata is larger than 2 KiB once serialized"));
     }
     if let Some(b) = meta_str(&metadata, "blocker_type", "metadata.blocker_type")? {
@@ -402,7 +420,7 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
         device,
         variant,
         forced_variant,
-        metadata,
+        metadata: Metadata { map: metadata, json: metadata_json },
         event_id,
         timestamp,
     })
@@ -446,7 +464,7 @@ mod tests {
         assert_eq!(t.device, Some(Device::Mobile));
         assert_eq!(t.variant.as_deref(), Some("emotional"));
         assert!(!t.forced_variant);
-        assert_eq!(Value::Object(t.metadata), valid()["metadata"]);
+        assert_eq!(Value::Object(t.metadata.map), valid()["metadata"]);
     }
 
     #[test]
@@ -516,7 +534,7 @@ mod tests {
         let t = parse_track(body).unwrap();
         assert_eq!(t.session_id, "sess_12345678");
         assert_eq!(t.variant.as_deref(), Some("b"));
-        assert_eq!(serde_json::to_string(&t.metadata).unwrap(), r#"{"variant":"b","device_type":"tablet"}"#);
+        assert_eq!(serde_json::to_string(&t.metadata.map).unwrap(), r#"{"variant":"b","device_type":"tablet"}"#);
         let later_null = br#"{"session_id": "sess_12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
             "event_type": "pageview", "page_url": "https://e.com/", "session_id": null}"#;
         assert_eq!(refusal(parse_track(later_null).unwrap_err()).1, "session_id");
@@ -532,12 +550,12 @@ mod tests {
             v[f] = Value::Null;
         }
         let t = parse(&v).unwrap();
-        assert!(t.metadata.is_empty() && t.event_id.is_none() && t.timestamp.is_none());
+        assert!(t.metadata.map.is_empty() && t.event_id.is_none() && t.timestamp.is_none());
         v["metadata"] = json!({"device_type": null, "variant": null, "forced_variant": null, "blocker_type": null});
         let t = parse(&v).unwrap();
         assert_eq!((t.device, t.variant, t.forced_variant), (None, None, false));
         // Kept as sent: the stored metadata shows the nulls.
-        assert_eq!(t.metadata.len(), 4);
+        assert_eq!(t.metadata.map.len(), 4);
     }
 
     #[test]
@@ -550,7 +568,27 @@ mod tests {
         assert_eq!(t.event_type, EventType::Pageview);
         assert_eq!(t.page_url, "https://e.com/café");
         assert_eq!(t.variant.as_deref(), Some("Ab"));
-        assert_eq!(serde_json::to_string(&t.metadata).unwrap(), r#"{"variant":"Ab"}"#);
+        assert_eq!(serde_json::to_string(&t.metadata.map).unwrap(), r#"{"variant":"Ab"}"#);
+    }
+
+    #[test]
+    fn stored_metadata_is_the_object_with_the_counted_device_set() {
+        // What the JSON written once becomes, against the object serialized with the key set.
+        for (metadata, device) in [
+            (json!({}), Device::Desktop),
+            (json!({"variant": "b", "x": [1, {"y": "é\"\n"}]}), Device::Mobile),
+            (json!({"device_type": "tablet", "variant": "b"}), Device::Tablet),
+            (json!({"device_type": "Tablet", "variant": "b"}), Device::Tablet),
+            (json!({"device_type": null, "variant": "b"}), Device::Desktop),
+            (json!({"variant": "b", "device_type": "mobile"}), Device::Mobile),
+        ] {
+            let mut v = valid();
+            v["metadata"] = metadata;
+            let t = parse(&v).unwrap();
+            let mut expected = t.metadata.map.clone();
+            expected.insert("device_type".into(), json!(device.as_str()));
+            assert_eq!(t.metadata.stored(device), Value::Object(expected).to_string());
+        }
     }
 
     #[test]
