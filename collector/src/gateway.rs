@@ -5,7 +5,6 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Instant;
 
 use analytics::accounts::hash_secret;
@@ -15,6 +14,7 @@ use warp::filters::BoxedFilter;
 use warp::reply::Response;
 use warp::Reply;
 
+use crate::api::events;
 use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
 use crate::ingest::RequestInfo;
@@ -73,8 +73,8 @@ pub type Routes = BoxedFilter<(Response,)>;
 
 pub async fn handle<B>(ctx: Ctx, routes: Routes, peer: SocketAddr, mut req: Request<B>) -> Response
 where
-    B: http_body::Body + Send + Sync + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: http_body::Body + Send + Sync + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + std::fmt::Display,
 {
     let started = Instant::now();
     let method = req.method().clone();
@@ -103,23 +103,29 @@ where
     let (decision, mut res) = match admit(&ctx, class, &method, &path, req.headers(), ip, now).await {
         Admission::Refuse(decision, err) => (decision, err.into_response()),
         Admission::Preflight(decision) => (decision, preflight(cors.is_some())),
-        Admission::Pass(decision, principal) => {
-            if let Some(p) = principal {
-                req.extensions_mut().insert(p);
-            }
-            req.extensions_mut().insert(ClientAddr(ip));
-            if let Some(origin) = origin {
+        Admission::Pass(decision, principal) => match events::ingest_route(&path) {
+            // Ingestion, nearly all the traffic, is served here rather than by warp.
+            Some(route) => {
+                let origin = origin.unwrap_or_else(|| Origin::read(req.headers()));
                 let info = RequestInfo::new(&ctx, req.headers(), Some(ip), origin);
-                req.extensions_mut().insert(Arc::new(info));
+                let (parts, body) = req.into_parts();
+                let length = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
+                (decision, events::ingest(ctx.clone(), route, &method, principal, &info, length, body).await)
             }
-            // HEAD is answered wherever GET is; hyper leaves the body out.
-            if req.method() == Method::HEAD {
-                *req.method_mut() = Method::GET;
+            None => {
+                if let Some(p) = principal {
+                    req.extensions_mut().insert(p);
+                }
+                req.extensions_mut().insert(ClientAddr(ip));
+                // HEAD is answered wherever GET is; hyper leaves the body out.
+                if req.method() == Method::HEAD {
+                    *req.method_mut() = Method::GET;
+                }
+                let mut svc = warp::service(routes);
+                let res = svc.call(req).await.unwrap_or_else(|never| match never {});
+                (decision, res)
             }
-            let mut svc = warp::service(routes);
-            let res = svc.call(req).await.unwrap_or_else(|never| match never {});
-            (decision, res)
-        }
+        },
     };
 
     if let Some(d) = decision {

@@ -1,18 +1,23 @@
 //! Events: ingestion (track, its neutral alias `/v1/e`, batch) and the list of
 //! a site's raw events.
+//!
+//! Ingestion is nearly all the traffic: the gateway serves it itself
+//! ([`ingest_route`], [`ingest`]) instead of handing it to warp, whose filter
+//! chain, body stream and request extensions cost about a fifth of the
+//! instructions an event took on the HTTP threads (BENCHMARKS.md).
 
-use std::sync::Arc;
+use std::fmt::Display;
 
 use analytics::model::{iso, EventType, Scope};
 use analytics::query;
 use bytes::Bytes;
 use chrono::Utc;
-use http::StatusCode;
+use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use warp::reply::Response;
 
 use super::sites::load_site;
-use super::{json_reply, Query};
+use super::{json_reply, read_body, Query, BATCH_BODY_LIMIT, TRACK_BODY_LIMIT};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::ingest::{self, validate, RequestInfo, SiteCache};
@@ -26,15 +31,51 @@ fn ack_json(ack: &analytics::model::Ack) -> Value {
     v
 }
 
-/// POST /v1/events/track (and its alias POST /v1/e)
-pub async fn events_track(
+/// The ingestion endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngestRoute {
+    /// POST /v1/events/track, and its alias POST /v1/e
+    Track,
+    /// POST /v1/events/batch
+    Batch,
+}
+
+/// The ingestion endpoint a path leads to, if any. A trailing slash is
+/// allowed, as warp allows it on every other route.
+pub fn ingest_route(path: &str) -> Option<IngestRoute> {
+    match path.strip_suffix('/').unwrap_or(path) {
+        "/v1/events/track" | "/v1/e" => Some(IngestRoute::Track),
+        "/v1/events/batch" => Some(IngestRoute::Batch),
+        _ => None,
+    }
+}
+
+/// Serves an ingestion request whose key (if any) the gateway checked.
+pub async fn ingest<B>(
     ctx: Ctx,
+    route: IngestRoute,
+    method: &Method,
     p: Option<Principal>,
-    info: Arc<RequestInfo>,
-    body: Result<Bytes, ApiError>,
-) -> Result<Response, ApiError> {
+    info: &RequestInfo,
+    content_length: Option<&str>,
+    body: B,
+) -> Response
+where
+    B: http_body::Body + Unpin,
+    B::Error: Display,
+{
+    let outcome = match route {
+        _ if method != Method::POST => Err(ApiError::method_not_allowed()),
+        IngestRoute::Track => events_track(ctx, p, info, read_body(content_length, body, TRACK_BODY_LIMIT).await).await,
+        IngestRoute::Batch => events_batch(ctx, p, info, read_body(content_length, body, BATCH_BODY_LIMIT).await).await,
+    };
+    outcome.unwrap_or_else(|e| e.into_response())
+}
+
+/// POST /v1/events/track (and its alias POST /v1/e)
+async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     let input = validate::parse_track(&body?)?;
-    let event = ingest::prepare(&ctx, p.as_ref(), &info, Utc::now(), &mut SiteCache::default(), input).await?;
+    let event = ingest::prepare(&ctx, p.as_ref(), info, Utc::now(), &mut SiteCache::default(), input).await?;
     let ack = ctx.writer.ingest(vec![event]).await?.remove(0);
     Ok(json_reply(StatusCode::CREATED, &ack_json(&ack)))
 }
@@ -43,12 +84,7 @@ pub async fn events_track(
 ///
 /// Each event is validated on its own; the accepted ones are stored in one
 /// write, and the answer lists every event's outcome in order.
-pub async fn events_batch(
-    ctx: Ctx,
-    p: Option<Principal>,
-    info: Arc<RequestInfo>,
-    body: Result<Bytes, ApiError>,
-) -> Result<Response, ApiError> {
+async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     // A key that may not ingest is refused as a whole, not item by item.
     if let Some(p) = &p {
         p.require(analytics::model::Scope::Ingest)?;
@@ -62,7 +98,7 @@ pub async fn events_batch(
     let mut accepted_at = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
         let outcome = match item {
-            Ok(input) => ingest::prepare(&ctx, p.as_ref(), &info, received_at, &mut cache, input).await,
+            Ok(input) => ingest::prepare(&ctx, p.as_ref(), info, received_at, &mut cache, input).await,
             Err(e) => Err(e),
         };
         match outcome {

@@ -5,7 +5,7 @@
 //! they never reject, so warp never tries another route after a handler ran.
 
 pub(crate) mod analytics;
-mod events;
+pub(crate) mod events;
 pub(crate) mod export;
 pub(crate) mod integrations;
 mod keys;
@@ -15,8 +15,10 @@ mod sdk;
 mod sites;
 
 use std::convert::Infallible;
+use std::fmt::Display;
+use std::pin::Pin;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::task::{ready, Poll};
 
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
@@ -28,8 +30,6 @@ use warp::{Filter, Rejection, Reply};
 
 use crate::auth::Principal;
 use crate::error::ApiError;
-use crate::gateway::ClientAddr;
-use crate::ingest::RequestInfo;
 use crate::state::Ctx;
 
 pub use sites::normalize_domain;
@@ -45,10 +45,6 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
     use warp::{delete, get, patch, path, post};
     let dashboard_routes = crate::dashboard::routes(ctx.clone());
     let demo = ctx.config.demo;
-    let info = {
-        let ctx = ctx.clone();
-        move || request_info(ctx.clone())
-    };
     let c = move || with_ctx(ctx.clone());
 
     let site_routes = path!("v1" / "sites")
@@ -101,30 +97,13 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .then(export::export_get)
         .boxed();
 
-    let event_routes = path!("v1" / "events" / "track")
-        .or(path!("v1" / "e"))
-        .unify()
-        .and(post())
+    // Ingestion itself (POST track, batch) is served by the gateway.
+    let event_routes = path!("v1" / "events" / "sites" / String)
+        .and(get())
         .and(c())
-        .and(warp::ext::optional::<Principal>())
-        .and(info())
-        .and(body(TRACK_BODY_LIMIT))
-        .then(events::events_track)
-        .or(path!("v1" / "events" / "batch")
-            .and(post())
-            .and(c())
-            .and(warp::ext::optional::<Principal>())
-            .and(info())
-            .and(body(BATCH_BODY_LIMIT))
-            .then(events::events_batch))
-        .unify()
-        .or(path!("v1" / "events" / "sites" / String)
-            .and(get())
-            .and(c())
-            .and(principal())
-            .and(query())
-            .then(events::events_list))
-        .unify()
+        .and(principal())
+        .and(query())
+        .then(events::events_list)
         .boxed();
 
     let key_routes = path!("v1" / "keys")
@@ -244,10 +223,8 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .then(crate::assets::assets_get)
         .boxed();
 
-    // Ingestion first: it is nearly all the traffic, and every route before it
-    // is tried (and rejected) on each event.
-    event_routes
-        .or(site_routes)
+    site_routes
+        .or(event_routes)
         .unify()
         .or(report_routes)
         .unify()
@@ -282,20 +259,6 @@ fn principal() -> impl Filter<Extract = (Result<Principal, ApiError>,), Error = 
         .map(|p: Option<Principal>| p.ok_or_else(|| ApiError::unauthenticated("required", "an API key is required")))
 }
 
-/// What ingestion reads from the request's headers. The gateway works it out
-/// for ingestion paths; a path it classifies otherwise that still reaches an
-/// event route (`/v1/e/`, an API path) has it worked out here.
-fn request_info(ctx: Ctx) -> impl Filter<Extract = (Arc<RequestInfo>,), Error = Infallible> + Clone {
-    warp::ext::get::<Arc<RequestInfo>>()
-        .or(warp::header::headers_cloned()
-            .and(warp::ext::optional::<ClientAddr>())
-            .map(move |headers: http::HeaderMap, addr: Option<ClientAddr>| {
-                let origin = crate::auth::Origin::read(&headers);
-                Arc::new(RequestInfo::new(&ctx, &headers, addr.map(|a| a.0), origin))
-            }))
-        .unify()
-}
-
 /// The request body, refused with 413 past `limit` bytes (checked against
 /// Content-Length first, then while reading a chunked body).
 pub(crate) fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiError>,), Error = Rejection> + Clone {
@@ -303,7 +266,29 @@ pub(crate) fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiErro
         .or(warp::any().map(|| None))
         .unify()
         .and(warp::body::stream())
-        .then(move |len: Option<String>, stream| read_limited(len, stream, limit))
+        .then(move |len: Option<String>, stream| async move { read_limited(len.as_deref(), stream, limit).await })
+}
+
+/// A request body read as the `body` filter reads it, for the routes the
+/// gateway serves itself.
+pub(crate) async fn read_body<B>(content_length: Option<&str>, mut body: B, limit: usize) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body + Unpin,
+    B::Error: Display,
+{
+    // The data frames; trailers are skipped.
+    let chunks = futures_util::stream::poll_fn(move |cx| loop {
+        match ready!(Pin::new(&mut body).poll_frame(cx)) {
+            None => return Poll::Ready(None),
+            Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Poll::Ready(Some(Ok(data)));
+                }
+            }
+        }
+    });
+    read_limited(content_length, chunks, limit).await
 }
 
 /// An oversized body up to this size is read and discarded before the 413 is
@@ -311,10 +296,11 @@ pub(crate) fn body(limit: usize) -> impl Filter<Extract = (Result<Bytes, ApiErro
 /// connection. Larger ones are refused at once.
 const DRAIN_LIMIT: u64 = 8 * 1024 * 1024;
 
-async fn read_limited<S, B>(len: Option<String>, stream: S, limit: usize) -> Result<Bytes, ApiError>
+async fn read_limited<S, B, E>(len: Option<&str>, stream: S, limit: usize) -> Result<Bytes, ApiError>
 where
-    S: Stream<Item = Result<B, warp::Error>>,
+    S: Stream<Item = Result<B, E>>,
     B: Buf,
+    E: Display,
 {
     let declared = len
         .map(|l| l.trim().parse::<u64>().map_err(|_| ApiError::invalid("Content-Length", "invalid", "invalid Content-Length")))
