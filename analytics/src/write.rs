@@ -719,6 +719,23 @@ mod tests {
     }
 
     #[test]
+    fn the_hot_index_stays_near_its_limit_when_commits_merge_more_than_a_chunk() {
+        let mut f = fixture();
+        small_index_limits(&mut f.writer, 0);
+        (f.writer.sessions.tail.hot_max, f.writer.sessions.tail.drain_chunk) = (4, 1);
+        for commit in 0..10 {
+            let events: Vec<NewEvent> = (0..6).map(|i| testing::pageview(&f.site, &format!("{commit:02x}{i}-session"), at(9, 0))).collect();
+            let mut g = f.writer.begin().unwrap();
+            g.ingest(&events).unwrap();
+            g.commit().unwrap();
+            let hot = f.count("SELECT count(*) FROM session_index_hot");
+            assert!(hot <= 4, "after commit {commit} the hot table holds {hot}");
+        }
+        // A commit merges the sessions the one before it appended: the last six are in the tail.
+        assert_eq!(f.count("SELECT count(*) FROM session_index_hot") + f.count("SELECT count(*) FROM session_index"), 54);
+    }
+
+    #[test]
     fn event_ids_in_the_tail_the_hot_or_the_cold_index_are_found_after_a_restart() {
         let mut f = fixture();
         small_index_limits(&mut f.writer, 2);

@@ -45,8 +45,12 @@ const LOW_EVERY: u32 = 1024;
 /// third of a page per key beside a cold table of six million keys.
 const HOT_MAX: usize = 1 << 18;
 /// Keys moved from the hot table to the cold one per commit, when it is over
-/// its limit: a commit takes in about as many new keys under load.
+/// its limit: at least this many, twice what the commit merged (so that the
+/// hot table shrinks back under its limit whatever the load: a seeding or a
+/// stream of batches merges hundreds of keys a commit), at most `MAX_DRAIN`
+/// (a commit's own latency).
 const DRAIN_CHUNK: usize = 256;
+const MAX_DRAIN: usize = 4096;
 
 /// (site, key). Shared: the tail holds each key twice (by key, and in its
 /// slice's list), and a group passes it through its staging and memory.
@@ -213,23 +217,25 @@ impl<V: Row> Tail<V> {
     /// the hot table into the cold one if it is over its own. `first_new` is
     /// the smallest `seq` of the rows this transaction appended, if any.
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
-        let merged = self.merge(conn, first_new)?;
-        self.drain(conn)?;
+        let (merged, keys) = self.merge(conn, first_new)?;
+        self.drain(conn, keys)?;
         Ok(merged)
     }
 
-    fn merge(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
+    /// Returns the slices merged and how many keys they held.
+    fn merge(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<(Merged, usize)> {
         let mut merged = Merged::default();
         self.commits = self.commits.wrapping_add(1);
         // Without merges `low` would stay behind when few rows carry a key,
         // and the start-up scan would grow: move it every so often.
         if self.entries.len() <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
-            return Ok(merged);
+            return Ok((merged, 0));
         }
         let t = self.tables;
         let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.hot, t.key))?;
         let mut mark = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} (slice, seq) VALUES (?1, ?2)", t.marks))?;
         let mut left = self.entries.len();
+        let mut keys_merged = 0;
         let mut cursor = self.cursor;
         while left > self.max && merged.0.len() < self.slices.len() {
             let Some((&slice, keys)) = self.slices.range(cursor..).next().or_else(|| self.slices.iter().next()) else {
@@ -242,6 +248,7 @@ impl<V: Row> Tail<V> {
                 self.levels[0].filter.add(filter::hash(*site, key));
             }
             self.hot_keys = self.hot_keys.map(|n| n + rows.len());
+            keys_merged += rows.len();
             mark.execute(params![slice, rows.iter().map(|r| r.2).max().unwrap_or(0)])?;
             merged.0.push(slice);
             left -= keys.len();
@@ -262,12 +269,13 @@ impl<V: Row> Tail<V> {
             .min()
             .unwrap_or(0);
         conn.prepare_cached(&format!("UPDATE {} SET seq = ?1", t.low))?.execute([low])?;
-        Ok(merged)
+        Ok((merged, keys_merged))
     }
 
     /// Moves the next chunk of the hot table's keys, in key order and going
     /// round, into the cold table when the hot one holds more than `hot_max`.
-    fn drain(&mut self, conn: &Connection) -> Result<()> {
+    /// `merged` is how many keys this commit merged into the hot table.
+    fn drain(&mut self, conn: &Connection, merged: usize) -> Result<()> {
         let t = self.tables;
         let hot_keys = match self.hot_keys {
             Some(n) => n,
@@ -277,28 +285,29 @@ impl<V: Row> Tail<V> {
         if hot_keys <= self.hot_max {
             return Ok(());
         }
+        let chunk = (2 * merged).max(self.drain_chunk).min(hot_keys - self.hot_max + self.drain_chunk).min(MAX_DRAIN);
         let (after, after_site) = self.drained_to.take().unwrap_or((String::new(), i64::MIN));
-        let chunk: Vec<(String, i64, i64)> = conn
+        let rows: Vec<(String, i64, i64)> = conn
             .prepare_cached(&format!(
                 "SELECT {k}, site, seq FROM {hot} WHERE ({k}, site) > (?1, ?2) ORDER BY {k}, site LIMIT ?3",
                 k = t.key,
                 hot = t.hot
             ))?
-            .query_map(params![after, after_site, self.drain_chunk as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .query_map(params![after, after_site, chunk as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
-        let Some((last, last_site, _)) = chunk.last() else {
+        let Some((last, last_site, _)) = rows.last() else {
             // Past the last key: the next chunk starts again from the first.
             return Ok(());
         };
         let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.cold, t.key))?;
-        for (key, site, seq) in &chunk {
+        for (key, site, seq) in &rows {
             insert.execute(params![key, site, seq])?;
             self.levels[1].filter.add(filter::hash(*site, key));
         }
         conn.prepare_cached(&format!("DELETE FROM {hot} WHERE ({k}, site) > (?1, ?2) AND ({k}, site) <= (?3, ?4)", k = t.key, hot = t.hot))?
             .execute(params![after, after_site, last, last_site])?;
-        self.hot_keys = Some(hot_keys - chunk.len());
-        if chunk.len() == self.drain_chunk {
+        self.hot_keys = Some(hot_keys - rows.len());
+        if rows.len() == chunk {
             self.drained_to = Some((last.clone(), *last_site));
         }
         Ok(())
