@@ -95,7 +95,9 @@ test('the period selector and device filter change the KPI tiles to the API\'s n
 
 test('the conversions chart draws the API\'s timeline by hour, day and week', async (t) => {
   const page = await openSite(t);
-  for (const [days, granularity] of [['1', 'hour'], ['30', 'day'], ['90', 'week']]) {
+  // Hours over the last 7 days, not today: just after midnight in the site's
+  // timezone today has no conversion yet, and the bar heights need some.
+  for (const [days, granularity] of [['7', 'hour'], ['30', 'day'], ['90', 'week']]) {
     await choose(page, { Period: days, 'Chart by': granularity });
     const timeline = (await api.get(`/v1/analytics/sites/${site.id}/conversions?days=${days}&granularity=${granularity}`)).body.timeline;
     const chart = page.getByRole('img', { name: `Conversions by ${granularity}` });
@@ -104,7 +106,12 @@ test('the conversions chart draws the API\'s timeline by hour, day and week', as
       title: r.querySelector('title').textContent, height: r.getBBox().height, shown: r.getBoundingClientRect().height,
     })));
     assert.equal(bars.length, timeline.length, `${granularity}: one bar per bucket`);
-    if (granularity === 'hour') assert.equal(bars.length, 24);
+    if (granularity === 'hour') {
+      const starts = timeline.map((b) => Date.parse(b.bucket));
+      assert.ok(starts.slice(1).every((s, i) => s - starts[i] === 3600e3), 'hour: the buckets are consecutive hours');
+      // 7 days of 24 hours, one less or more on a day the clocks change.
+      assert.ok(Math.abs(bars.length - 7 * 24) <= 1, `hour: ${bars.length} bars for 7 days`);
+    }
     timeline.forEach((b, i) => assert.ok(bars[i].title.startsWith(`${b.bucket}: ${b.conversions} conversions`), `${granularity} bar ${i}: ${bars[i].title}`));
     // Bar heights follow the numbers: the most conversions the tallest, none a flat bar.
     const most = Math.max(...timeline.map((b) => b.conversions));
