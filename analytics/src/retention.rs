@@ -6,15 +6,11 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection};
 
-use crate::write::add_raw_total;
+use crate::write::{add_raw_total, EVENT_ID_TABLES, SESSION_TABLES};
 use crate::Result;
 
-/// The tables of the merged indexes, hot and cold (analytics/src/write/tail.rs):
-/// a merged key is in one of them.
-const EVENT_ID_INDEXES: [&str; 2] = ["event_id_index_hot", "event_id_index"];
-const SESSION_INDEXES: [&str; 2] = ["session_index_hot", "session_index"];
-
-/// Prepares one statement per index table, `{}` standing for its name.
+/// Prepares one statement per table of a merged index (hot and cold: a merged
+/// key is in one of them), `{}` standing for its name.
 fn per_index<'c>(conn: &'c Connection, tables: [&str; 2], sql: &str) -> Result<Vec<rusqlite::CachedStatement<'c>>> {
     tables.iter().map(|t| Ok(conn.prepare_cached(&sql.replace("{}", t))?)).collect()
 }
@@ -45,7 +41,7 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     for r in stmt.query_map(params![before_ms, head], row)? {
         rows.push(r?);
     }
-    let mut unindex = per_index(conn, EVENT_ID_INDEXES, "DELETE FROM {} WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut unindex = per_index(conn, EVENT_ID_TABLES.index_tables(), "DELETE FROM {} WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
     let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
     for (seq, site, event_type, client_event_id) in &rows {
@@ -79,7 +75,7 @@ pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window:
         )?
         .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut unindex = per_index(conn, SESSION_INDEXES, "DELETE FROM {} WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let mut unindex = per_index(conn, SESSION_TABLES.index_tables(), "DELETE FROM {} WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
     let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
     let mut n = 0;
     for (seq, site, session_id, last_seen) in &rows {
@@ -149,7 +145,7 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
     };
     for mut stmt in per_index(
         conn,
-        SESSION_INDEXES,
+        SESSION_TABLES.index_tables(),
         "DELETE FROM {} WHERE (session_id, site) IN
              (SELECT session_id, site FROM sessions WHERE seq > ?1 AND seq <= ?2
                   AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
@@ -172,7 +168,7 @@ pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<
     let limit = batch as i64;
     for mut stmt in per_index(
         conn,
-        EVENT_ID_INDEXES,
+        EVENT_ID_TABLES.index_tables(),
         "DELETE FROM {} WHERE site = ?1 AND event_id IN
              (SELECT client_event_id FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
     )? {

@@ -22,6 +22,9 @@ mod rollups;
 mod sessions;
 mod tail;
 
+pub(crate) use event_ids::TABLES as EVENT_ID_TABLES;
+pub(crate) use sessions::TABLES as SESSION_TABLES;
+
 // foldhash instead of SipHash: the writer hashes every session and event id
 // several times per event; its per-process random seed still keeps keys
 // chosen by clients from colliding on purpose.

@@ -11,7 +11,7 @@ use crate::Result;
 /// Event ids the tail holds before slices are merged into the index (about 5 MB).
 const TAIL_MAX: usize = 32_768;
 
-const TABLES: Tables = Tables {
+pub(crate) const TABLES: Tables = Tables {
     hot: "event_id_index_hot",
     cold: "event_id_index",
     key: "event_id",

@@ -17,7 +17,7 @@ const TAIL_MAX: usize = 32_768;
 /// Merged sessions kept in each generation of the cache of recent sessions.
 const RECENT_GENERATION: usize = 16_384;
 
-const TABLES: Tables = Tables {
+pub(crate) const TABLES: Tables = Tables {
     hot: "session_index_hot",
     cold: "session_index",
     key: "session_id",

@@ -59,13 +59,20 @@ pub(super) type Key = (i64, std::sync::Arc<str>);
 /// The tables of one index: `hot` and `cold (key, site, seq)`,
 /// `marks (slice, seq)`, `low (seq)`, and the table of the rows (`seq` is its
 /// rowid).
-pub(super) struct Tables {
+pub(crate) struct Tables {
     pub hot: &'static str,
     pub cold: &'static str,
     pub key: &'static str,
     pub marks: &'static str,
     pub low: &'static str,
     pub rows: &'static str,
+}
+
+impl Tables {
+    /// The index tables, hot then cold: a merged key is in one of them.
+    pub(crate) fn index_tables(&self) -> [&'static str; 2] {
+        [self.hot, self.cold]
+    }
 }
 
 /// Something stored in a row with this `seq`.
@@ -99,12 +106,17 @@ pub(super) struct Tail<V> {
     hot_keys: Option<usize>,
     /// The last (key, site) moved to the cold table: the next chunk follows it.
     drained_to: Option<(String, i64)>,
+    /// The SQL of a move to the cold table, built once: it runs at nearly
+    /// every commit once the hot table is full.
+    next_chunk: String,
+    drop_chunk: String,
 }
 
 /// One index table.
 struct Level {
     /// The lookup's SQL, built once: it runs for nearly every event.
     lookup: String,
+    insert: String,
     /// Which keys the table may hold.
     filter: Filter,
 }
@@ -128,10 +140,13 @@ impl Marks {
 
 impl<V: Row> Tail<V> {
     pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
+        let k = tables.key;
         let level = |table: &'static str| Level {
-            lookup: format!("SELECT seq FROM {table} WHERE {} = ?1 AND site = ?2", tables.key),
-            filter: Filter::new(table, tables.key),
+            lookup: format!("SELECT seq FROM {table} WHERE {k} = ?1 AND site = ?2"),
+            insert: format!("INSERT OR REPLACE INTO {table} ({k}, site, seq) VALUES (?1, ?2, ?3)"),
+            filter: Filter::new(table, k),
         };
+        let hot = tables.hot;
         Tail {
             tables,
             max,
@@ -144,6 +159,8 @@ impl<V: Row> Tail<V> {
             drain_chunk: DRAIN_CHUNK,
             hot_keys: None,
             drained_to: None,
+            next_chunk: format!("SELECT {k}, site, seq FROM {hot} WHERE ({k}, site) > (?1, ?2) ORDER BY {k}, site LIMIT ?3"),
+            drop_chunk: format!("DELETE FROM {hot} WHERE ({k}, site) > (?1, ?2) AND ({k}, site) <= (?3, ?4)"),
         }
     }
 
@@ -232,7 +249,7 @@ impl<V: Row> Tail<V> {
             return Ok((merged, 0));
         }
         let t = self.tables;
-        let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.hot, t.key))?;
+        let mut insert = conn.prepare_cached(&self.levels[0].insert)?;
         let mut mark = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} (slice, seq) VALUES (?1, ?2)", t.marks))?;
         let mut left = self.entries.len();
         let mut keys_merged = 0;
@@ -276,10 +293,9 @@ impl<V: Row> Tail<V> {
     /// round, into the cold table when the hot one holds more than `hot_max`.
     /// `merged` is how many keys this commit merged into the hot table.
     fn drain(&mut self, conn: &Connection, merged: usize) -> Result<()> {
-        let t = self.tables;
         let hot_keys = match self.hot_keys {
             Some(n) => n,
-            None => conn.query_row(&format!("SELECT count(*) FROM {}", t.hot), [], |r| r.get::<_, i64>(0))? as usize,
+            None => conn.query_row(&format!("SELECT count(*) FROM {}", self.tables.hot), [], |r| r.get::<_, i64>(0))? as usize,
         };
         self.hot_keys = Some(hot_keys);
         if hot_keys <= self.hot_max {
@@ -288,23 +304,20 @@ impl<V: Row> Tail<V> {
         let chunk = (2 * merged).max(self.drain_chunk).min(hot_keys - self.hot_max + self.drain_chunk).min(MAX_DRAIN);
         let (after, after_site) = self.drained_to.take().unwrap_or((String::new(), i64::MIN));
         let rows: Vec<(String, i64, i64)> = conn
-            .prepare_cached(&format!(
-                "SELECT {k}, site, seq FROM {hot} WHERE ({k}, site) > (?1, ?2) ORDER BY {k}, site LIMIT ?3",
-                k = t.key,
-                hot = t.hot
-            ))?
+            .prepare_cached(&self.next_chunk)?
             .query_map(params![after, after_site, chunk as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<_>>()?;
         let Some((last, last_site, _)) = rows.last() else {
             // Past the last key: the next chunk starts again from the first.
             return Ok(());
         };
-        let mut insert = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} ({}, site, seq) VALUES (?1, ?2, ?3)", t.cold, t.key))?;
+        let cold = &mut self.levels[1];
+        let mut insert = conn.prepare_cached(&cold.insert)?;
         for (key, site, seq) in &rows {
             insert.execute(params![key, site, seq])?;
-            self.levels[1].filter.add(filter::hash(*site, key));
+            cold.filter.add(filter::hash(*site, key));
         }
-        conn.prepare_cached(&format!("DELETE FROM {hot} WHERE ({k}, site) > (?1, ?2) AND ({k}, site) <= (?3, ?4)", k = t.key, hot = t.hot))?
+        conn.prepare_cached(&self.drop_chunk)?
             .execute(params![after, after_site, last, last_site])?;
         self.hot_keys = Some(hot_keys - rows.len());
         if rows.len() == chunk {

@@ -52,7 +52,6 @@ pub struct Metadata {
 }
 
 impl Metadata {
-
     /// The JSON to store: the object with `device_type` set to the device the
     /// event is counted under, exactly as `map` would serialize with it.
     pub fn stored(mut self, device: Device) -> String {
