@@ -90,8 +90,9 @@ pub(super) struct Tail<V> {
     tables: &'static Tables,
     pub max: usize,
     entries: HashMap<Key, V>,
-    /// The keys by slice, each list in `seq` order.
-    slices: BTreeMap<u16, Vec<Key>>,
+    /// The keys by slice with their rows' `seq`, each list in `seq` order
+    /// (a merge sorts a slice without looking each key up).
+    slices: BTreeMap<u16, Vec<(Key, i64)>>,
     /// The next slice to merge: merging goes round the slices in order.
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
@@ -174,7 +175,7 @@ impl<V: Row> Tail<V> {
 
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
-        self.slices.entry(slice_of(&key.1)).or_default().push(key.clone());
+        self.slices.entry(slice_of(&key.1)).or_default().push((key.clone(), value.seq()));
         self.entries.insert(key, value);
     }
 
@@ -258,7 +259,7 @@ impl<V: Row> Tail<V> {
             let Some((&slice, keys)) = self.slices.range(cursor..).next().or_else(|| self.slices.iter().next()) else {
                 break;
             };
-            let mut rows: Vec<(&str, i64, i64)> = keys.iter().map(|k| (&*k.1, k.0, self.entries[k].seq())).collect();
+            let mut rows: Vec<(&str, i64, i64)> = keys.iter().map(|(k, seq)| (&*k.1, k.0, *seq)).collect();
             rows.sort_unstable();
             for (key, site, seq) in &rows {
                 insert.execute(params![key, site, seq])?;
@@ -281,7 +282,7 @@ impl<V: Row> Tail<V> {
             .slices
             .iter()
             .filter(|(s, _)| !merged.0.contains(s))
-            .filter_map(|(_, keys)| keys.first().map(|k| self.entries[k].seq() - 1))
+            .filter_map(|(_, keys)| keys.first().map(|(_, seq)| seq - 1))
             .chain(std::iter::once(next_seq - 1))
             .min()
             .unwrap_or(0);
@@ -303,25 +304,32 @@ impl<V: Row> Tail<V> {
         }
         let chunk = (2 * merged).max(self.drain_chunk).min(hot_keys - self.hot_max + self.drain_chunk).min(MAX_DRAIN);
         let (after, after_site) = self.drained_to.take().unwrap_or((String::new(), i64::MIN));
-        let rows: Vec<(String, i64, i64)> = conn
-            .prepare_cached(&self.next_chunk)?
-            .query_map(params![after, after_site, chunk as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        let Some((last, last_site, _)) = rows.last() else {
-            // Past the last key: the next chunk starts again from the first.
-            return Ok(());
-        };
         let cold = &mut self.levels[1];
         let mut insert = conn.prepare_cached(&cold.insert)?;
-        for (key, site, seq) in &rows {
+        let mut next = conn.prepare_cached(&self.next_chunk)?;
+        let mut rows = next.query(params![after, after_site, chunk as i64])?;
+        // The keys are read in place, the last one copied into one buffer.
+        let (mut moved, mut last, mut last_site) = (0, String::new(), 0);
+        while let Some(r) = rows.next()? {
+            let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
+            let (site, seq): (i64, i64) = (r.get(1)?, r.get(2)?);
             insert.execute(params![key, site, seq])?;
-            cold.filter.add(filter::hash(*site, key));
+            cold.filter.add(filter::hash(site, key));
+            moved += 1;
+            last.clear();
+            last.push_str(key);
+            last_site = site;
+        }
+        drop(rows);
+        if moved == 0 {
+            // Past the last key: the next chunk starts again from the first.
+            return Ok(());
         }
         conn.prepare_cached(&self.drop_chunk)?
             .execute(params![after, after_site, last, last_site])?;
-        self.hot_keys = Some(hot_keys - rows.len());
-        if rows.len() == chunk {
-            self.drained_to = Some((last.clone(), *last_site));
+        self.hot_keys = Some(hot_keys - moved);
+        if moved == chunk {
+            self.drained_to = Some((last, last_site));
         }
         Ok(())
     }
@@ -330,7 +338,7 @@ impl<V: Row> Tail<V> {
     pub fn committed(&mut self, merged: Merged) -> Vec<(Key, V)> {
         let mut out = Vec::new();
         for slice in merged.0 {
-            for key in self.slices.remove(&slice).unwrap_or_default() {
+            for (key, _) in self.slices.remove(&slice).unwrap_or_default() {
                 if let Some(v) = self.entries.remove(&key) {
                     out.push((key, v));
                 }
