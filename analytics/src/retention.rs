@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use rusqlite::{params, Connection};
 
-use crate::write::{add_raw_total, EVENT_ID_TABLES, SESSION_TABLES};
+use crate::write::{add_raw_total, sql_index_key, EVENT_ID_TABLES, SESSION_TABLES};
 use crate::Result;
 
 /// Prepares one statement per table of a merged index (hot and cold: a merged
@@ -41,7 +41,8 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     for r in stmt.query_map(params![before_ms, head], row)? {
         rows.push(r?);
     }
-    let mut unindex = per_index(conn, EVENT_ID_TABLES.index_tables(), "DELETE FROM {} WHERE event_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let sql = format!("DELETE FROM {{}} WHERE h = {} AND seq = ?3", sql_index_key("?2", "?1"));
+    let mut unindex = per_index(conn, EVENT_ID_TABLES.index_tables(), &sql)?;
     let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
     for (seq, site, event_type, client_event_id) in &rows {
@@ -75,7 +76,8 @@ pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window:
         )?
         .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut unindex = per_index(conn, SESSION_TABLES.index_tables(), "DELETE FROM {} WHERE session_id = ?1 AND site = ?2 AND seq = ?3")?;
+    let sql = format!("DELETE FROM {{}} WHERE h = {} AND seq = ?3", sql_index_key("?2", "?1"));
+    let mut unindex = per_index(conn, SESSION_TABLES.index_tables(), &sql)?;
     let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
     let mut n = 0;
     for (seq, site, session_id, last_seen) in &rows {
@@ -143,13 +145,13 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
     let Some(last) = last else {
         return Ok((0, None));
     };
-    for mut stmt in per_index(
-        conn,
-        SESSION_TABLES.index_tables(),
-        "DELETE FROM {} WHERE (session_id, site) IN
-             (SELECT session_id, site FROM sessions WHERE seq > ?1 AND seq <= ?2
+    let sql = format!(
+        "DELETE FROM {{}} WHERE (h, seq) IN
+             (SELECT {}, seq FROM sessions WHERE seq > ?1 AND seq <= ?2
                   AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
-    )? {
+        sql_index_key("site", "session_id")
+    );
+    for mut stmt in per_index(conn, SESSION_TABLES.index_tables(), &sql)? {
         stmt.execute(params![after, last])?;
     }
     let n = conn
@@ -166,12 +168,12 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
 /// Its sessions go first, in a pass of [`purge_deleted_sites_sessions`].
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
-    for mut stmt in per_index(
-        conn,
-        EVENT_ID_TABLES.index_tables(),
-        "DELETE FROM {} WHERE site = ?1 AND event_id IN
-             (SELECT client_event_id FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
-    )? {
+    let sql = format!(
+        "DELETE FROM {{}} WHERE (h, seq) IN
+             (SELECT {}, seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
+        sql_index_key("site", "client_event_id")
+    );
+    for mut stmt in per_index(conn, EVENT_ID_TABLES.index_tables(), &sql)? {
         stmt.execute(params![site, limit])?;
     }
     let mut n = conn.execute(
@@ -276,7 +278,7 @@ mod tests {
         g.commit().unwrap();
         w.run(|_| Ok(())).unwrap();
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM (SELECT event_id FROM event_id_index UNION ALL SELECT event_id FROM event_id_index_hot)"), 5);
+        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM event_id_index UNION ALL SELECT seq FROM event_id_index_hot)"), 5);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
         // The back-dated one and a head window of one; then a head window of two.
@@ -291,7 +293,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, ["02-event", "04-event"]);
-        assert_eq!(count("SELECT count(*) FROM (SELECT event_id FROM event_id_index UNION ALL SELECT event_id FROM event_id_index_hot)"), 2);
+        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM event_id_index UNION ALL SELECT seq FROM event_id_index_hot)"), 2);
         assert_eq!(count("SELECT sum(events) FROM raw_event_totals"), 2);
 
         // Neither query walks the table: the back-dated rows through their
@@ -340,10 +342,11 @@ mod tests {
         assert_eq!(count("SELECT count(*) FROM sessions"), 6);
         assert_eq!(count("SELECT count(*) FROM sessions WHERE session_id IN ('s01', 's03', 's05', 's07', 's09', 's11')"), 6);
         assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM session_index UNION ALL SELECT seq FROM session_index_hot)"), 6);
-        assert_eq!(count(
-            "SELECT count(*) FROM (SELECT seq, session_id FROM session_index UNION ALL SELECT seq, session_id FROM session_index_hot) i
-             JOIN sessions s ON s.seq = i.seq AND s.session_id = i.session_id"
-        ), 6);
+        assert_eq!(count(&format!(
+            "SELECT count(*) FROM (SELECT h, seq FROM session_index UNION ALL SELECT h, seq FROM session_index_hot) i
+             JOIN sessions s ON s.seq = i.seq AND i.h = {}",
+            sql_index_key("s.site", "s.session_id")
+        )), 6);
 
         // A kept session is still found: its next event does not count it again.
         let mut g = w.begin().unwrap();

@@ -18,11 +18,13 @@
 
 mod event_ids;
 mod filter;
+mod key;
 mod rollups;
 mod sessions;
 mod tail;
 
 pub(crate) use event_ids::TABLES as EVENT_ID_TABLES;
+pub(crate) use key::{register as register_index_key, sql_index_key, IndexHasher};
 pub(crate) use sessions::TABLES as SESSION_TABLES;
 
 // foldhash instead of SipHash: the writer hashes every session and event id
@@ -86,10 +88,17 @@ pub struct Writer {
 const APPLY_EVERY: Duration = Duration::from_millis(100);
 
 impl Writer {
-    pub(crate) fn new(conn: Connection) -> Writer {
+    pub(crate) fn new(conn: Connection) -> Result<Writer> {
+        let hasher = IndexHasher::load(&conn)?;
         // A writer that stopped may have left rows in the journal.
         let journaled_since = Some(Instant::now());
-        Writer { conn, sessions: Sessions::default(), event_ids: EventIds::default(), journaled_since, apply_every: APPLY_EVERY }
+        Ok(Writer {
+            conn,
+            sessions: Sessions::new(hasher),
+            event_ids: EventIds::new(hasher),
+            journaled_since,
+            apply_every: APPLY_EVERY,
+        })
     }
 
     /// Starts a group transaction: many commands, one commit.
@@ -780,6 +789,34 @@ mod tests {
             assert!(!send(&mut f, i, EventType::AdblockDetected, &format!("{id}-2")).duplicate);
         }
         assert_eq!(rollup_totals(&f.store), (21, 20), "a stored session was counted again");
+    }
+
+    #[test]
+    fn keys_sharing_a_hash_are_told_apart_by_their_rows() {
+        let mut f = fixture();
+        // Four hash values for all keys: six sessions and six event ids share each.
+        let colliding = |w: &mut super::Writer| {
+            small_index_limits(w, 2);
+            w.sessions.tail.collide(2);
+            w.event_ids.tail.collide(2);
+        };
+        colliding(&mut f.writer);
+        let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| f.send_full(&format!("s{i}"), t, at(9, 0), None, false, Some(id));
+        let first: Vec<_> = (0..24).map(|i| send(&mut f, i, EventType::Pageview, &format!("e{i}"))).collect();
+        let indexed = "SELECT count(*), count(DISTINCT h) FROM (SELECT h FROM session_index UNION ALL SELECT h FROM session_index_hot)";
+        let (entries, hashes): (i64, i64) = f.store.read(|c| Ok(c.query_row(indexed, [], |r| Ok((r.get(0)?, r.get(1)?)))?)).unwrap();
+        assert!(entries >= 20 && hashes <= 4, "{entries} sessions indexed under {hashes} hashes");
+        // A new writer finds them through the index tables, not its memory.
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        colliding(&mut f.writer);
+        for (i, ack) in first.iter().enumerate() {
+            let again = send(&mut f, i, EventType::Pageview, &format!("e{i}"));
+            assert!(again.duplicate && again.id == ack.id, "e{i} was not found, or another event was");
+            let new = send(&mut f, i, EventType::AdblockDetected, &format!("e{i}-2"));
+            assert!(!new.duplicate, "e{i}-2 was taken for an event sharing its hash");
+        }
+        assert_eq!(f.count("SELECT count(*) FROM events"), 48);
+        assert_eq!(rollup_totals(&f.store), (24, 24), "each session counted once, and flagged once");
     }
 
     /// Every rollup and count table, in one comparable text. Rows of zeros

@@ -134,26 +134,32 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 /// The raw events of the period's hours whose session matches the filters,
 /// in the order received: the order of the `events_site` index, so nothing is
 /// sorted in memory (`streams_without_sorting` checks it). A session is found
-/// through the session index tables (hot, then cold), or among the newest
+/// through the session index tables (hot, then cold: candidates by the hash of
+/// (site, session id), the session row compared), or among the newest
 /// sessions, which the writer has not indexed yet (analytics::write).
-pub(super) const EVENTS_SQL: &str =
-    "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT seq FROM session_index_low))
-     SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
-     FROM events e
-     LEFT JOIN session_index_hot h ON h.session_id = e.session_id AND h.site = e.site
-     LEFT JOIN session_index i ON i.session_id = e.session_id AND i.site = e.site
-     LEFT JOIN tail t ON t.site = e.site AND t.session_id = e.session_id
-     LEFT JOIN sessions s ON s.seq = coalesce(h.seq, i.seq, t.seq)
-     WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
-       AND (?4 IS NULL OR s.device = ?4)
-       AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))
-     ORDER BY e.seq";
+pub(super) fn events_sql() -> String {
+    let h = crate::write::sql_index_key("e.site", "e.session_id");
+    format!(
+        "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT seq FROM session_index_low))
+         SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
+         FROM events e
+         LEFT JOIN sessions s ON s.seq = coalesce(
+             (SELECT c.seq FROM sessions c
+              WHERE c.seq IN (SELECT seq FROM session_index_hot WHERE h = {h} UNION ALL SELECT seq FROM session_index WHERE h = {h})
+                AND c.site = e.site AND c.session_id = e.session_id),
+             (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))
+         WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
+           AND (?4 IS NULL OR s.device = ?4)
+           AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))
+         ORDER BY e.seq"
+    )
+}
 
 /// Writes the selected raw events, one JSON object per line (the shape
 /// `GET /v1/events/sites/:id` returns).
 fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl Write) -> Result<u64> {
     let (from, to) = sel.period.hour_range();
-    let mut stmt = conn.prepare_cached(EVENTS_SQL)?;
+    let mut stmt = conn.prepare_cached(&events_sql())?;
     let mut rows = stmt.query(params![
         site.seq,
         from * 3_600_000,

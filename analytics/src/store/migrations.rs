@@ -17,12 +17,15 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0009_retention_in_arrival_order.sql"),
     include_str!("sql/0010_rollup_journal.sql"),
     include_str!("sql/0011_hot_index_tables.sql"),
+    include_str!("sql/0012_integer_index_keys.sql"),
 ];
 
 /// The schema version this code writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub(super) fn run(conn: &mut Connection) -> Result<()> {
+    // Version 12 computes index keys in SQL.
+    crate::write::register_index_key(conn)?;
     let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(Error::SchemaTooNew { found, supported: SCHEMA_VERSION });
@@ -74,6 +77,72 @@ mod tests {
         assert_eq!(rows, vec![(1, "early-one".to_owned(), 3), (2, "late-one".to_owned(), 1)]);
         let low: i64 = conn.query_row("SELECT seq FROM session_index_low", [], |r| r.get(0)).unwrap();
         assert_eq!(low, 2);
+    }
+
+    #[test]
+    fn version_12_indexes_every_session_and_event_id_by_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v11.db");
+        let now = chrono::Utc::now();
+        let site = {
+            let conn = Connection::open(&path).unwrap();
+            for (i, sql) in MIGRATIONS[..11].iter().enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.pragma_update(None, "user_version", i as i64 + 1).unwrap();
+            }
+            let account = crate::accounts::ensure_account(&conn, "acme", now).unwrap();
+            let new = crate::sites::NewSite { account_id: account, name: "a.test", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
+            let site = crate::sites::create(&conn, &new, now).unwrap();
+            // As version 11 left them: one key in each cold table, one in each
+            // hot table, one in each writer's tail (above `low`, no mark).
+            conn.execute_batch(&format!(
+                "INSERT INTO sessions (seq, site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
+                     VALUES (1, {s}, 'cold-session', 1, 0, 'FR', '', 0, 1, 0), (2, {s}, 'hot-session', 1, 0, 'FR', '', 0, 1, 0),
+                            (3, {s}, 'tail-session', 1, 0, 'FR', '', 0, 1, 0);
+                 INSERT INTO session_index (session_id, site, seq) VALUES ('cold-session', {s}, 1);
+                 INSERT INTO session_index_hot (session_id, site, seq) VALUES ('hot-session', {s}, 2);
+                 UPDATE session_index_low SET seq = 2;
+                 INSERT INTO events (seq, id, site, session_id, event_type, page_url, country, client_event_id, occurred_at, received_at)
+                     VALUES (1, '0192a7f3-5c1e-7d2a-9b3c-4d5e6f708101', {s}, 'cold-session', 0, 'https://a.test/', 'FR', 'cold-event', 0, 0),
+                            (2, '0192a7f3-5c1e-7d2a-9b3c-4d5e6f708102', {s}, 'hot-session', 0, 'https://a.test/', 'FR', 'hot-event', 0, 0),
+                            (3, '0192a7f3-5c1e-7d2a-9b3c-4d5e6f708103', {s}, 'tail-session', 0, 'https://a.test/', 'FR', 'tail-event', 0, 0),
+                            (4, '0192a7f3-5c1e-7d2a-9b3c-4d5e6f708104', {s}, 'tail-session', 0, 'https://a.test/', 'FR', NULL, 0, 0);
+                 INSERT INTO event_id_index (event_id, site, seq) VALUES ('cold-event', {s}, 1);
+                 INSERT INTO event_id_index_hot (event_id, site, seq) VALUES ('hot-event', {s}, 2);
+                 UPDATE event_id_index_low SET seq = 2;",
+                s = site.seq
+            ))
+            .unwrap();
+            site
+        };
+        let store = crate::Store::open(&path).unwrap();
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        for (index, rows, key) in [("session_index", "sessions", "session_id"), ("event_id_index", "events", "client_event_id")] {
+            let matching = format!(
+                "SELECT count(*) FROM {index} i JOIN {rows} r ON r.seq = i.seq AND i.h = {}",
+                crate::write::sql_index_key("r.site", &format!("r.{key}"))
+            );
+            assert_eq!((count(&format!("SELECT count(*) FROM {index}")), count(&matching)), (3, 3), "{index}");
+            assert_eq!(count(&format!("SELECT count(*) FROM {index}_hot")), 0);
+            assert_eq!(count(&format!("SELECT count(*) FROM {index}_marks")), 0);
+            assert_eq!(count(&format!("SELECT seq FROM {index}_low")), count(&format!("SELECT max(seq) FROM {rows}")));
+        }
+        // The writer finds every session and event id where the migration put them.
+        let mut writer = store.open_writer(crate::store::Durability::Normal).unwrap();
+        for (n, place) in ["cold", "hot", "tail"].iter().enumerate() {
+            let e = crate::model::NewEvent {
+                client_event_id: Some(format!("{place}-event")),
+                ..crate::store::testing::pageview(&site, &format!("{place}-session"), now)
+            };
+            let again = crate::model::NewEvent { client_event_id: Some(format!("{place}-again")), ..e.clone() };
+            let mut g = writer.begin().unwrap();
+            let acks = g.ingest(&[e, again]).unwrap();
+            g.commit().unwrap();
+            assert!(acks[0].duplicate && acks[0].id.to_string().ends_with(&format!("10{}", n + 1)), "{place}-event: {:?}", acks[0]);
+            assert!(!acks[1].duplicate);
+        }
+        assert_eq!(count("SELECT count(*) FROM sessions"), 3, "a stored session was taken for a new one");
+        assert_eq!(count("SELECT count(*) FROM events"), 7);
     }
 
     #[test]

@@ -41,7 +41,7 @@ impl Store {
     /// Opens the write connection. The collector keeps exactly one, owned by its
     /// writer thread; the admin CLI opens its own for one-off changes.
     pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        let mut writer = crate::write::Writer::new(open_write_connection(&self.path, durability)?);
+        let mut writer = crate::write::Writer::new(open_write_connection(&self.path, durability)?)?;
         // Rollup deltas journaled by a writer that stopped before writing them.
         writer.run(|_| Ok(()))?;
         Ok(writer)
@@ -88,6 +88,7 @@ fn open_write_connection(path: &Path, durability: Durability) -> Result<Connecti
     // The writer runs about twenty statements per group: rusqlite's default
     // cache of 16 would evict and parse some of them again on every group.
     conn.set_prepared_statement_cache_capacity(64);
+    crate::write::register_index_key(&conn)?;
     Ok(conn)
 }
 
@@ -97,6 +98,7 @@ fn open_read_connection(path: &Path) -> Result<Connection> {
     conn.busy_timeout(Duration::from_secs(5))?;
     // Readers scan the small rollup tables: a modest cache each keeps RSS low.
     conn.pragma_update(None, "cache_size", -2_000)?;
+    crate::write::register_index_key(&conn)?;
     Ok(conn)
 }
 

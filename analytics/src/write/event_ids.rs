@@ -2,9 +2,10 @@
 //! once: found through a [`Tail`] over `event_id_index`, whose rows are the
 //! events themselves (`events.seq`).
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 use uuid::Uuid;
 
+use super::key::IndexHasher;
 use super::tail::{Key, Merged, Row, Tables, Tail};
 use crate::Result;
 
@@ -14,7 +15,6 @@ const TAIL_MAX: usize = 32_768;
 pub(crate) const TABLES: Tables = Tables {
     hot: "event_id_index_hot",
     cold: "event_id_index",
-    key: "event_id",
     marks: "event_id_index_marks",
     low: "event_id_index_low",
     rows: "events",
@@ -39,30 +39,33 @@ pub(super) struct EventIds {
     pub tail: Tail<Stored>,
 }
 
-impl Default for EventIds {
-    fn default() -> EventIds {
-        EventIds { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX) }
-    }
-}
 
 fn parse_id(id: &str) -> rusqlite::Result<Uuid> {
     Uuid::parse_str(id).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
 }
 
 impl EventIds {
+    pub fn new(hasher: IndexHasher) -> EventIds {
+        EventIds { loaded: false, tail: Tail::new(&TABLES, hasher, TAIL_MAX) }
+    }
+
     /// The stored event with this (site, client event id), if any.
     pub fn get(&mut self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         self.ensure_loaded(conn)?;
         if let Some(s) = self.tail.get(key) {
             return Ok(Some(*s));
         }
-        let Some(seq) = self.tail.indexed(conn, key)? else {
-            return Ok(None);
-        };
-        Ok(conn
-            .prepare_cached("SELECT id, received_at FROM events WHERE seq = ?1")?
-            .query_row(params![seq], |r| Ok(Stored { seq, id: parse_id(&r.get::<_, String>(0)?)?, received_ms: r.get(1)? }))
-            .optional()?)
+        self.tail.indexed(conn, key, |seq| {
+            let mut stmt = conn.prepare_cached("SELECT site, client_event_id, id, received_at FROM events WHERE seq = ?1")?;
+            let mut rows = stmt.query(params![seq])?;
+            let Some(r) = rows.next()? else {
+                return Ok(None);
+            };
+            if r.get::<_, i64>(0)? != key.0 || r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)? != Some(&*key.1) {
+                return Ok(None);
+            }
+            Ok(Some(Stored { seq, id: parse_id(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?, received_ms: r.get(3)? }))
+        })
     }
 
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
@@ -102,7 +105,7 @@ impl EventIds {
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key: Key = (r.get(1)?, r.get::<_, String>(2)?.into());
-            if marks.unindexed(&key.1, seq) {
+            if marks.unindexed(self.tail.hash(&key), seq) {
                 let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
                 self.tail.push(key, stored);
             }

@@ -13,7 +13,6 @@
 //! arrives. A filter only ever errs towards searching: keys deleted from the
 //! table stay in it, and keys of a merge that did not commit are added anyway.
 
-use std::hash::BuildHasher;
 use std::sync::mpsc;
 
 use rusqlite::{Connection, OpenFlags};
@@ -26,13 +25,6 @@ const HASHES: u64 = 4;
 const MIN_KEYS: usize = 1 << 18;
 /// Keys read per read transaction while building.
 const SCAN_CHUNK: usize = 50_000;
-
-/// The hash of a (site, key) pair, the same in the writer and the builder.
-pub(super) fn hash(site: i64, key: &str) -> u64 {
-    // A fixed seed: the builder thread and the writer must agree. Keys chosen
-    // to collide only cost the searches the filter would have saved.
-    foldhash::quality::FixedState::with_seed(0x706f_7374_6572_6e21).hash_one((site, key))
-}
 
 struct Bloom {
     bits: Vec<u64>,
@@ -58,7 +50,8 @@ impl Bloom {
     }
 }
 
-/// Bit positions by double hashing, each mapped onto `n` bits without a division.
+/// Bit positions by double hashing of a key's index hash (a keyed SipHash,
+/// already uniform), each mapped onto `n` bits without a division.
 fn positions(n: usize, h: u64) -> impl Iterator<Item = usize> {
     let step = h.rotate_left(32) | 1;
     (0..HASHES).map(move |i| ((u128::from(h.wrapping_add(i.wrapping_mul(step))) * n as u128) >> 64) as usize)
@@ -77,16 +70,16 @@ enum State {
 pub(super) struct Filter {
     /// The index table.
     table: &'static str,
-    /// One chunk of the index table's keys, after a given key, in key order.
+    /// One chunk of the index table's hashes, after a given entry, in order.
     scan: String,
     state: State,
 }
 
 impl Filter {
-    pub fn new(index: &'static str, key: &str) -> Filter {
+    pub fn new(index: &'static str) -> Filter {
         Filter {
             table: index,
-            scan: format!("SELECT {key}, site FROM {index} WHERE ({key}, site) > (?1, ?2) ORDER BY {key}, site LIMIT {SCAN_CHUNK}"),
+            scan: format!("SELECT h, seq FROM {index} WHERE (h, seq) > (?1, ?2) ORDER BY h, seq LIMIT {SCAN_CHUNK}"),
             state: State::Idle,
         }
     }
@@ -203,9 +196,9 @@ fn build(path: &str, scan: &str) -> rusqlite::Result<Bloom> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let mut stmt = conn.prepare(scan)?;
     let mut keys = 0;
-    each_key(&mut stmt, |_, _| keys += 1)?;
+    each_key(&mut stmt, |_| keys += 1)?;
     let mut bloom = Bloom::with_capacity(keys + keys / 4);
-    each_key(&mut stmt, |site, key| bloom.insert(hash(site, key)))?;
+    each_key(&mut stmt, |h| bloom.insert(h as u64))?;
     Ok(bloom)
 }
 
@@ -213,18 +206,16 @@ fn build(path: &str, scan: &str) -> rusqlite::Result<Bloom> {
 /// one would keep the writer's checkpoints from resetting the WAL, which would
 /// grow for as long as the scan takes. A key committed before the build
 /// started stays in its place, so some chunk reads it; later ones are in `since`.
-fn each_key(stmt: &mut rusqlite::Statement<'_>, mut f: impl FnMut(i64, &str)) -> rusqlite::Result<()> {
-    let mut after: (String, i64) = (String::new(), i64::MIN);
+fn each_key(stmt: &mut rusqlite::Statement<'_>, mut f: impl FnMut(i64)) -> rusqlite::Result<()> {
+    let mut after = (i64::MIN, i64::MIN);
     loop {
-        let mut rows = stmt.query(rusqlite::params![after.0, after.1])?;
+        let mut rows = stmt.query([after.0, after.1])?;
         let mut read = 0;
         while let Some(r) = rows.next()? {
-            let (key, site) = (r.get_ref(0)?.as_str()?, r.get(1)?);
-            f(site, key);
+            let (h, seq) = (r.get(0)?, r.get(1)?);
+            f(h);
             read += 1;
-            if read == SCAN_CHUNK {
-                after = (key.to_owned(), site);
-            }
+            after = (h, seq);
         }
         if read < SCAN_CHUNK {
             return Ok(());
@@ -237,28 +228,37 @@ mod tests {
     use super::*;
 
     /// A database with an index table holding `keys`.
-    fn table(keys: &[(i64, String)]) -> (tempfile::TempDir, Connection) {
+    fn table(keys: &[u64]) -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
         let conn = Connection::open(dir.path().join("filter.db")).unwrap();
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
-             CREATE TABLE idx (k TEXT NOT NULL, site INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (k, site)) WITHOUT ROWID;",
+             CREATE TABLE idx (h INTEGER NOT NULL, seq INTEGER NOT NULL, PRIMARY KEY (h, seq)) WITHOUT ROWID;",
         )
         .unwrap();
         insert(&conn, keys);
         (dir, conn)
     }
 
-    fn insert(conn: &Connection, keys: &[(i64, String)]) {
+    fn insert(conn: &Connection, keys: &[u64]) {
         conn.execute_batch("BEGIN").unwrap();
-        for (i, (site, k)) in keys.iter().enumerate() {
-            conn.execute("INSERT INTO idx (k, site, seq) VALUES (?1, ?2, ?3)", rusqlite::params![k, site, i as i64]).unwrap();
+        for (i, &h) in keys.iter().enumerate() {
+            conn.execute("INSERT INTO idx (h, seq) VALUES (?1, ?2)", [h as i64, i as i64]).unwrap();
         }
         conn.execute_batch("COMMIT").unwrap();
     }
 
-    fn keys(n: usize, tag: &str) -> Vec<(i64, String)> {
-        (0..n).map(|i| ((i % 3) as i64, format!("{i:08x}-{tag}"))).collect()
+    /// An index hash, as the writer's keyed SipHash gives them.
+    fn hash(site: i64, key: &str) -> u64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().build_hasher();
+        h.write_i64(site);
+        h.write(key.as_bytes());
+        h.finish()
+    }
+
+    fn keys(n: usize, tag: &str) -> Vec<u64> {
+        (0..n).map(|i| hash((i % 3) as i64, &format!("{i:08x}-{tag}"))).collect()
     }
 
     #[test]
@@ -279,13 +279,13 @@ mod tests {
         // More keys than two chunks of the scan.
         let stored = keys(2 * SCAN_CHUNK + 7, "stored");
         let (_dir, conn) = table(&stored);
-        let mut f = Filter::new("idx", "k");
+        let mut f = Filter::new("idx");
         assert!(f.may_hold(&conn, hash(0, "absent")), "every lookup searches until the filter is built");
         // Not in the table: only the keys recorded while building can make it known.
         f.add(hash(5, "merged-while-building"));
         f.wait();
         assert!(f.is_ready());
-        assert!(stored.iter().all(|(site, k)| f.may_hold(&conn, hash(*site, k))), "a stored key was hidden");
+        assert!(stored.iter().all(|&h| f.may_hold(&conn, h)), "a stored key was hidden");
         assert!(f.may_hold(&conn, hash(5, "merged-while-building")));
         let absent = (0..20_000).filter(|i| f.may_hold(&conn, hash(9, &format!("absent-{i}")))).count();
         assert!(absent < 2_000, "{absent} of 20000 absent keys would still be searched");
@@ -294,19 +294,19 @@ mod tests {
     #[test]
     fn a_full_filter_is_built_again_for_the_keys_the_table_holds() {
         let (_dir, conn) = table(&[]);
-        let mut f = Filter::new("idx", "k");
+        let mut f = Filter::new("idx");
         f.state = State::Ready(Bloom { bits: vec![0; 1000 * BITS_PER_KEY / 64], keys: 0, capacity: 1000 });
         let merged = keys(2_001, "merged");
         insert(&conn, &merged);
-        for (site, k) in &merged {
-            f.add(hash(*site, k));
+        for &h in &merged {
+            f.add(h);
         }
         assert!(f.may_hold(&conn, hash(0, "absent")), "searches while the larger filter is built");
         assert!(!f.is_ready());
         f.wait();
         let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
         assert_eq!(bloom.capacity, MIN_KEYS, "sized for the 2,001 keys of the table, with the smallest capacity");
-        assert!(merged.iter().all(|(site, k)| f.may_hold(&conn, hash(*site, k))));
+        assert!(merged.iter().all(|&h| f.may_hold(&conn, h)));
         // A filter filled by keys the table no longer holds is built again for
         // the keys it does hold, not for every key it ever took.
         conn.execute("DELETE FROM idx", []).unwrap();

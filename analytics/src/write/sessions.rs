@@ -6,8 +6,9 @@
 
 use foldhash::HashMap;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
+use super::key::IndexHasher;
 use super::tail::{Key, Merged, Row, Tables, Tail};
 use super::{Names, SessionState};
 use crate::Result;
@@ -20,7 +21,6 @@ const RECENT_GENERATION: usize = 16_384;
 pub(crate) const TABLES: Tables = Tables {
     hot: "session_index_hot",
     cold: "session_index",
-    key: "session_id",
     marks: "session_index_marks",
     low: "session_index_low",
     rows: "sessions",
@@ -49,13 +49,17 @@ pub(super) struct Sessions {
     pub names: Names,
 }
 
-impl Default for Sessions {
-    fn default() -> Sessions {
-        Sessions { loaded: false, tail: Tail::new(&TABLES, TAIL_MAX), young: HashMap::default(), old: HashMap::default(), names: Names::default() }
-    }
-}
-
 impl Sessions {
+    pub fn new(hasher: IndexHasher) -> Sessions {
+        Sessions {
+            loaded: false,
+            tail: Tail::new(&TABLES, hasher, TAIL_MAX),
+            young: HashMap::default(),
+            old: HashMap::default(),
+            names: Names::default(),
+        }
+    }
+
     /// Finds a session: in memory, else through the index.
     pub fn get(&mut self, conn: &Connection, key: &SessionKey) -> Result<Option<Known>> {
         self.ensure_loaded(conn)?;
@@ -66,26 +70,28 @@ impl Sessions {
             self.remember(key.clone(), k.clone());
             return Ok(Some(k));
         }
-        let Some(seq) = self.tail.indexed(conn, key)? else {
-            return Ok(None);
-        };
         let names = &mut self.names;
-        Ok(conn
-            .prepare_cached("SELECT first_hour, device, country, variant, forced, flags FROM sessions WHERE seq = ?1")?
-            .query_row(params![seq], |r| {
-                Ok(Known {
-                    seq,
-                    state: SessionState {
-                        first_hour: r.get(0)?,
-                        device: r.get(1)?,
-                        country: names.get(r.get_ref(2)?.as_str()?),
-                        variant: names.get(r.get_ref(3)?.as_str()?),
-                        forced: r.get(4)?,
-                        flags: r.get(5)?,
-                    },
-                })
-            })
-            .optional()?)
+        self.tail.indexed(conn, key, |seq| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT site, session_id, first_hour, device, country, variant, forced, flags FROM sessions WHERE seq = ?1",
+            )?;
+            let mut rows = stmt.query(params![seq])?;
+            let Some(r) = rows.next()? else {
+                return Ok(None);
+            };
+            if r.get::<_, i64>(0)? != key.0 || r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? != &*key.1 {
+                return Ok(None);
+            }
+            let state = SessionState {
+                first_hour: r.get(2)?,
+                device: r.get(3)?,
+                country: names.get(r.get_ref(4)?.as_str().map_err(rusqlite::Error::from)?),
+                variant: names.get(r.get_ref(5)?.as_str().map_err(rusqlite::Error::from)?),
+                forced: r.get(6)?,
+                flags: r.get(7)?,
+            };
+            Ok(Some(Known { seq, state }))
+        })
     }
 
     /// Merges slices of the tail into the index if it is full (see [`Tail`]).
@@ -146,7 +152,7 @@ impl Sessions {
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key: SessionKey = (r.get(1)?, r.get::<_, String>(2)?.into());
-            if !marks.unindexed(&key.1, seq) {
+            if !marks.unindexed(self.tail.hash(&key), seq) {
                 continue;
             }
             let state = SessionState {

@@ -2,14 +2,16 @@
 //! cost a random B-tree page per new key.
 //!
 //! The rows themselves are appended (`seq` order). A key is found either in
-//! the writer's memory or in one of two index tables:
+//! the writer's memory or in one of two index tables, which hold `(h, seq)`:
+//! `h` the key's hash ([`IndexHasher`]), `seq` its row, which the caller reads
+//! to compare the key itself (two keys may share a hash).
 //!
 //! - the *tail* holds every key not yet in an index table (complete: a key in
 //!   none of them does not exist);
-//! - when the tail grows past its limit, whole *slices* of it (keys sharing
-//!   their first two bytes, a contiguous range of the index) are merged into
-//!   the *hot* table, sorted, one slice after the other, so each index page
-//!   written takes many keys instead of one;
+//! - when the tail grows past its limit, whole *slices* of it (keys whose
+//!   hashes share their top byte, a contiguous range of the index) are merged
+//!   into the *hot* table, sorted, one slice after the other, so each index
+//!   page written takes many keys instead of one;
 //! - when the hot table holds more than its limit, its keys move on, a chunk
 //!   in key order per commit, into the *cold* table, which holds the rest.
 //!
@@ -35,7 +37,8 @@ use foldhash::HashMap;
 
 use rusqlite::{params, Connection};
 
-use super::filter::{self, Filter};
+use super::filter::Filter;
+use super::key::IndexHasher;
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -51,18 +54,18 @@ const HOT_MAX: usize = 1 << 18;
 /// (a commit's own latency).
 const DRAIN_CHUNK: usize = 256;
 const MAX_DRAIN: usize = 4096;
+/// Before every (h, seq) of an index table: where moves start.
+const FIRST: (i64, i64) = (i64::MIN, i64::MIN);
 
 /// (site, key). Shared: the tail holds each key twice (by key, and in its
 /// slice's list), and a group passes it through its staging and memory.
 pub(super) type Key = (i64, std::sync::Arc<str>);
 
-/// The tables of one index: `hot` and `cold (key, site, seq)`,
-/// `marks (slice, seq)`, `low (seq)`, and the table of the rows (`seq` is its
-/// rowid).
+/// The tables of one index: `hot` and `cold (h, seq)`, `marks (slice, seq)`,
+/// `low (seq)`, and the table of the rows (`seq` is its rowid).
 pub(crate) struct Tables {
     pub hot: &'static str,
     pub cold: &'static str,
-    pub key: &'static str,
     pub marks: &'static str,
     pub low: &'static str,
     pub rows: &'static str,
@@ -80,19 +83,20 @@ pub(super) trait Row {
     fn seq(&self) -> i64;
 }
 
-/// The slice of a key: its first two bytes.
-fn slice_of(key: &str) -> u16 {
-    let b = key.as_bytes();
-    u16::from(b.first().copied().unwrap_or(0)) << 8 | u16::from(b.get(1).copied().unwrap_or(0))
+/// The slice of a key: the top byte of its hash (256 slices, each a
+/// contiguous range of the index tables' order).
+fn slice_of(h: i64) -> u16 {
+    ((h as u64) >> 56) as u16
 }
 
 pub(super) struct Tail<V> {
     tables: &'static Tables,
+    hasher: IndexHasher,
     pub max: usize,
     entries: HashMap<Key, V>,
-    /// The keys by slice with their rows' `seq`, each list in `seq` order
-    /// (a merge sorts a slice without looking each key up).
-    slices: BTreeMap<u16, Vec<(Key, i64)>>,
+    /// The keys by slice with their hashes and their rows' `seq`, each list in
+    /// `seq` order (a merge sorts a slice without looking each key up).
+    slices: BTreeMap<u16, Vec<(Key, i64, i64)>>,
     /// The next slice to merge: merging goes round the slices in order.
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
@@ -105,8 +109,8 @@ pub(super) struct Tail<V> {
     /// moves to the cold table take from it (deletes by retention are not
     /// seen: it may count high until the next start).
     hot_keys: Option<usize>,
-    /// The last (key, site) moved to the cold table: the next chunk follows it.
-    drained_to: Option<(String, i64)>,
+    /// The last (h, seq) moved to the cold table: the next chunk follows it.
+    drained_to: Option<(i64, i64)>,
     /// The SQL of a move to the cold table, built once: it runs at nearly
     /// every commit once the hot table is full.
     next_chunk: String,
@@ -115,7 +119,8 @@ pub(super) struct Tail<V> {
 
 /// One index table.
 struct Level {
-    /// The lookup's SQL, built once: it runs for nearly every event.
+    /// The lookup's SQL, built once: it runs for nearly every event whose
+    /// key the filter lets through.
     lookup: String,
     insert: String,
     /// Which keys the table may hold.
@@ -133,23 +138,23 @@ pub(super) struct Marks {
 }
 
 impl Marks {
-    /// True when a row with this key and `seq` is not in the index table.
-    pub fn unindexed(&self, key: &str, seq: i64) -> bool {
-        seq > self.low && seq > self.marks.get(&slice_of(key)).copied().unwrap_or(0)
+    /// True when a row with this key hash and `seq` is not in the index table.
+    pub fn unindexed(&self, h: i64, seq: i64) -> bool {
+        seq > self.low && seq > self.marks.get(&slice_of(h)).copied().unwrap_or(0)
     }
 }
 
 impl<V: Row> Tail<V> {
-    pub fn new(tables: &'static Tables, max: usize) -> Tail<V> {
-        let k = tables.key;
+    pub fn new(tables: &'static Tables, hasher: IndexHasher, max: usize) -> Tail<V> {
         let level = |table: &'static str| Level {
-            lookup: format!("SELECT seq FROM {table} WHERE {k} = ?1 AND site = ?2"),
-            insert: format!("INSERT OR REPLACE INTO {table} ({k}, site, seq) VALUES (?1, ?2, ?3)"),
-            filter: Filter::new(table, k),
+            lookup: format!("SELECT seq FROM {table} WHERE h = ?1"),
+            insert: format!("INSERT OR REPLACE INTO {table} (h, seq) VALUES (?1, ?2)"),
+            filter: Filter::new(table),
         };
         let hot = tables.hot;
         Tail {
             tables,
+            hasher,
             max,
             entries: HashMap::default(),
             slices: BTreeMap::new(),
@@ -160,8 +165,8 @@ impl<V: Row> Tail<V> {
             drain_chunk: DRAIN_CHUNK,
             hot_keys: None,
             drained_to: None,
-            next_chunk: format!("SELECT {k}, site, seq FROM {hot} WHERE ({k}, site) > (?1, ?2) ORDER BY {k}, site LIMIT ?3"),
-            drop_chunk: format!("DELETE FROM {hot} WHERE ({k}, site) > (?1, ?2) AND ({k}, site) <= (?3, ?4)"),
+            next_chunk: format!("SELECT h, seq FROM {hot} WHERE (h, seq) > (?1, ?2) ORDER BY h, seq LIMIT ?3"),
+            drop_chunk: format!("DELETE FROM {hot} WHERE (h, seq) > (?1, ?2) AND (h, seq) <= (?3, ?4)"),
         }
     }
 
@@ -173,9 +178,15 @@ impl<V: Row> Tail<V> {
         self.entries.get_mut(key)
     }
 
+    /// The key's hash in the index tables.
+    pub fn hash(&self, key: &Key) -> i64 {
+        self.hasher.hash(key.0, &key.1)
+    }
+
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
-        self.slices.entry(slice_of(&key.1)).or_default().push((key.clone(), value.seq()));
+        let h = self.hash(&key);
+        self.slices.entry(slice_of(h)).or_default().push((key.clone(), h, value.seq()));
         self.entries.insert(key, value);
     }
 
@@ -205,6 +216,12 @@ impl<V: Row> Tail<V> {
         (self.max, self.hot_max, self.drain_chunk) = (0, 2, 2);
     }
 
+    /// Keeps only the lowest `bits` of each key's hash, so that keys collide (tests).
+    #[cfg(test)]
+    pub fn collide(&mut self, bits: u32) {
+        self.hasher = self.hasher.colliding(bits);
+    }
+
     /// Waits for the index filters being built (tests): true when both are ready.
     #[cfg(test)]
     pub fn wait_for_filter(&mut self) -> bool {
@@ -214,17 +231,21 @@ impl<V: Row> Tail<V> {
         })
     }
 
-    /// Finds the `seq` of an indexed key: in the hot table, else in the cold one.
-    pub fn indexed(&mut self, conn: &Connection, key: &Key) -> Result<Option<i64>> {
-        let h = filter::hash(key.0, &key.1);
+    /// Finds an indexed key, in the hot table, else in the cold one: `read`
+    /// reads the row of each candidate `seq` and answers `None` unless the row
+    /// holds this very key (another key may share its hash).
+    pub fn indexed<T>(&mut self, conn: &Connection, key: &Key, mut read: impl FnMut(i64) -> Result<Option<T>>) -> Result<Option<T>> {
+        let h = self.hash(key);
         for level in &mut self.levels {
-            if !level.filter.may_hold(conn, h) {
+            if !level.filter.may_hold(conn, h as u64) {
                 continue;
             }
             let mut stmt = conn.prepare_cached(&level.lookup)?;
-            let mut rows = stmt.query(params![&*key.1, key.0])?;
-            if let Some(r) = rows.next()? {
-                return Ok(Some(r.get(0)?));
+            let mut rows = stmt.query([h])?;
+            while let Some(r) = rows.next()? {
+                if let Some(found) = read(r.get(0)?)? {
+                    return Ok(Some(found));
+                }
             }
         }
         Ok(None)
@@ -259,15 +280,15 @@ impl<V: Row> Tail<V> {
             let Some((&slice, keys)) = self.slices.range(cursor..).next().or_else(|| self.slices.iter().next()) else {
                 break;
             };
-            let mut rows: Vec<(&str, i64, i64)> = keys.iter().map(|(k, seq)| (&*k.1, k.0, *seq)).collect();
+            let mut rows: Vec<(i64, i64)> = keys.iter().map(|&(_, h, seq)| (h, seq)).collect();
             rows.sort_unstable();
-            for (key, site, seq) in &rows {
-                insert.execute(params![key, site, seq])?;
-                self.levels[0].filter.add(filter::hash(*site, key));
+            for &(h, seq) in &rows {
+                insert.execute([h, seq])?;
+                self.levels[0].filter.add(h as u64);
             }
             self.hot_keys = self.hot_keys.map(|n| n + rows.len());
             keys_merged += rows.len();
-            mark.execute(params![slice, rows.iter().map(|r| r.2).max().unwrap_or(0)])?;
+            mark.execute(params![slice, rows.iter().map(|r| r.1).max().unwrap_or(0)])?;
             merged.0.push(slice);
             left -= keys.len();
             cursor = slice.wrapping_add(1);
@@ -282,7 +303,7 @@ impl<V: Row> Tail<V> {
             .slices
             .iter()
             .filter(|(s, _)| !merged.0.contains(s))
-            .filter_map(|(_, keys)| keys.first().map(|(_, seq)| seq - 1))
+            .filter_map(|(_, keys)| keys.first().map(|(_, _, seq)| seq - 1))
             .chain(std::iter::once(next_seq - 1))
             .min()
             .unwrap_or(0);
@@ -303,42 +324,52 @@ impl<V: Row> Tail<V> {
             return Ok(());
         }
         let chunk = (2 * merged).max(self.drain_chunk).min(hot_keys - self.hot_max + self.drain_chunk).min(MAX_DRAIN);
-        let (after, after_site) = self.drained_to.take().unwrap_or((String::new(), i64::MIN));
+        let mut after = self.drained_to.take().unwrap_or(FIRST);
+        let mut left = chunk;
+        loop {
+            let (moved, last) = self.move_chunk(conn, after, left)?;
+            left -= moved;
+            if left == 0 {
+                self.drained_to = Some(last);
+                break;
+            }
+            // Past the last key: go on from the first, once.
+            if after == FIRST {
+                break;
+            }
+            after = FIRST;
+        }
+        self.hot_keys = Some(hot_keys - (chunk - left));
+        Ok(())
+    }
+
+    /// Moves up to `n` keys following `after` from the hot table to the cold
+    /// one; returns how many, and the last.
+    fn move_chunk(&mut self, conn: &Connection, after: (i64, i64), n: usize) -> Result<(usize, (i64, i64))> {
         let cold = &mut self.levels[1];
         let mut insert = conn.prepare_cached(&cold.insert)?;
         let mut next = conn.prepare_cached(&self.next_chunk)?;
-        let mut rows = next.query(params![after, after_site, chunk as i64])?;
-        // The keys are read in place, the last one copied into one buffer.
-        let (mut moved, mut last, mut last_site) = (0, String::new(), 0);
+        let mut rows = next.query([after.0, after.1, n as i64])?;
+        let (mut moved, mut last) = (0, after);
         while let Some(r) = rows.next()? {
-            let key = r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?;
-            let (site, seq): (i64, i64) = (r.get(1)?, r.get(2)?);
-            insert.execute(params![key, site, seq])?;
-            cold.filter.add(filter::hash(site, key));
+            let (h, seq) = (r.get(0)?, r.get(1)?);
+            insert.execute([h, seq])?;
+            cold.filter.add(h as u64);
             moved += 1;
-            last.clear();
-            last.push_str(key);
-            last_site = site;
+            last = (h, seq);
         }
         drop(rows);
-        if moved == 0 {
-            // Past the last key: the next chunk starts again from the first.
-            return Ok(());
+        if moved > 0 {
+            conn.prepare_cached(&self.drop_chunk)?.execute([after.0, after.1, last.0, last.1])?;
         }
-        conn.prepare_cached(&self.drop_chunk)?
-            .execute(params![after, after_site, last, last_site])?;
-        self.hot_keys = Some(hot_keys - moved);
-        if moved == chunk {
-            self.drained_to = Some((last, last_site));
-        }
-        Ok(())
+        Ok((moved, last))
     }
 
     /// Drops the slices a committed transaction merged; returns their entries.
     pub fn committed(&mut self, merged: Merged) -> Vec<(Key, V)> {
         let mut out = Vec::new();
         for slice in merged.0 {
-            for (key, _) in self.slices.remove(&slice).unwrap_or_default() {
+            for (key, _, _) in self.slices.remove(&slice).unwrap_or_default() {
                 if let Some(v) = self.entries.remove(&key) {
                     out.push((key, v));
                 }
