@@ -175,3 +175,51 @@ fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl W
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+    use crate::model::NewEvent;
+    use crate::period::Period;
+    use crate::store::testing::{self, temp_store};
+    use crate::store::Durability;
+
+    #[test]
+    fn raw_events_are_filtered_by_their_session_wherever_the_writer_keeps_it() {
+        let (_dir, store) = temp_store();
+        let mut w = store.open_writer(Durability::Normal).unwrap();
+        w.index_at_once();
+        let now = Utc.with_ymd_and_hms(2026, 11, 20, 9, 0, 0).unwrap();
+        let site = testing::site(&mut w, "a.test", now);
+        // One session a commit: each commit merges the sessions before it
+        // into the hot index table and moves two on to the cold one, so the
+        // first are in the cold table, the next in the hot one, the last in
+        // the writer's tail.
+        for i in 0..8 {
+            let device = if i % 2 == 0 { Device::Mobile } else { Device::Desktop };
+            let mut g = w.begin().unwrap();
+            g.ingest(&[NewEvent { device, ..testing::pageview(&site, &format!("s{i}"), now) }]).unwrap();
+            g.commit().unwrap();
+        }
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        let (cold, hot) = (count("SELECT count(*) FROM session_index"), count("SELECT count(*) FROM session_index_hot"));
+        assert!(cold > 0 && hot > 0 && cold + hot < 8, "cold {cold}, hot {hot}, tail {}", 8 - cold - hot);
+
+        let day = now.date_naive();
+        let sessions = |device: Option<Device>| -> Vec<String> {
+            let sel = Selection { period: Period::new(day, day, chrono_tz::Tz::UTC), device, countries: Vec::new() };
+            let mut out = Vec::new();
+            store.read(|c| write_events(c, &site, &sel, &mut out)).unwrap();
+            String::from_utf8(out)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["session_id"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(sessions(Some(Device::Mobile)), ["s0", "s2", "s4", "s6"]);
+        assert_eq!(sessions(Some(Device::Desktop)), ["s1", "s3", "s5", "s7"]);
+        assert_eq!(sessions(None).len(), 8);
+    }
+}
