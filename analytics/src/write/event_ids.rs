@@ -39,7 +39,6 @@ pub(super) struct EventIds {
     pub tail: Tail<Stored>,
 }
 
-
 fn parse_id(id: &str) -> rusqlite::Result<Uuid> {
     Uuid::parse_str(id).map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e)))
 }
@@ -105,9 +104,10 @@ impl EventIds {
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key: Key = (r.get(1)?, r.get::<_, String>(2)?.into());
-            if marks.unindexed(self.tail.hash(&key), seq) {
+            let h = self.tail.hash(&key);
+            if marks.unindexed(h, seq) {
                 let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
-                self.tail.push(key, stored);
+                self.tail.push_hashed(key, h, stored);
             }
         }
         self.loaded = true;

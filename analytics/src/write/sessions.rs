@@ -152,7 +152,8 @@ impl Sessions {
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key: SessionKey = (r.get(1)?, r.get::<_, String>(2)?.into());
-            if !marks.unindexed(self.tail.hash(&key), seq) {
+            let h = self.tail.hash(&key);
+            if !marks.unindexed(h, seq) {
                 continue;
             }
             let state = SessionState {
@@ -163,7 +164,7 @@ impl Sessions {
                 forced: r.get(7)?,
                 flags: r.get(8)?,
             };
-            self.tail.push(key, Known { seq, state });
+            self.tail.push_hashed(key, h, Known { seq, state });
         }
         self.loaded = true;
         Ok(())

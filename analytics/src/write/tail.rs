@@ -186,6 +186,11 @@ impl<V: Row> Tail<V> {
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
         let h = self.hash(&key);
+        self.push_hashed(key, h, value);
+    }
+
+    /// [`Tail::push`] of a key whose hash `h` the caller already has.
+    pub fn push_hashed(&mut self, key: Key, h: i64, value: V) {
         self.slices.entry(slice_of(h)).or_default().push((key.clone(), h, value.seq()));
         self.entries.insert(key, value);
     }
