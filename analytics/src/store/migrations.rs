@@ -23,9 +23,9 @@ const MIGRATIONS: &[&str] = &[
 /// The schema version this code writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
+/// Brings the schema up to date. Version 12 computes index keys in SQL: the
+/// connection has `index_key` (the store's connections are opened with it).
 pub(super) fn run(conn: &mut Connection) -> Result<()> {
-    // Version 12 computes index keys in SQL.
-    crate::write::register_index_key(conn)?;
     let found: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
     if found > SCHEMA_VERSION {
         return Err(Error::SchemaTooNew { found, supported: SCHEMA_VERSION });
@@ -43,9 +43,16 @@ pub(super) fn run(conn: &mut Connection) -> Result<()> {
 mod tests {
     use super::*;
 
+    /// An in-memory database, with the SQL function the store's connections have.
+    fn memory() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::write::register_index_key(&conn).unwrap();
+        conn
+    }
+
     #[test]
     fn migrates_a_new_database_and_is_idempotent() {
-        let mut conn = Connection::open_in_memory().unwrap();
+        let mut conn = memory();
         run(&mut conn).unwrap();
         run(&mut conn).unwrap();
         let v: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
@@ -58,7 +65,7 @@ mod tests {
 
     #[test]
     fn version_5_keeps_the_sessions_and_indexes_them_all() {
-        let mut conn = Connection::open_in_memory().unwrap();
+        let mut conn = memory();
         conn.execute_batch(MIGRATIONS[0]).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
         conn.execute_batch(
