@@ -23,6 +23,7 @@ load() {
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+percent() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f%%", 100 * a / b}'; }  # A B : A as a percentage of B
 rss_kb() { awk '/VmHWM/ {print $2}' "/proc/$1/status"; }
 
 new_store() {  # DB : creates a key and a site, sets SITE and KEY
