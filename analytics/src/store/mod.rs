@@ -11,6 +11,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::Result;
 
 mod migrations;
+pub mod page_cache;
 
 /// How hard a commit waits for the disk. `Full` is the default: an acknowledged
 /// event survives a power cut. `Normal` survives a crash of the process only.
