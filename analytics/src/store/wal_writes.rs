@@ -183,26 +183,24 @@ unsafe fn parts<'a>(file: *mut ffi::sqlite3_file) -> (&'a mut File, &'a ffi::sql
     }
 }
 
-/// Writes what is pending; on failure it stays pending, for the next call.
-///
-/// # Safety
-/// As for [`parts`].
-unsafe fn flush(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: per the contract.
-    let (f, methods) = unsafe { parts(file) };
-    if f.pending.bytes.is_empty() {
-        return ffi::SQLITE_OK;
+impl File {
+    /// Writes what is pending; on failure it stays pending, for the next call.
+    fn flush(&mut self, methods: &ffi::sqlite3_io_methods) -> c_int {
+        if self.pending.bytes.is_empty() {
+            return ffi::SQLITE_OK;
+        }
+        let Some(base_write) = methods.xWrite else {
+            return ffi::SQLITE_IOERR_WRITE;
+        };
+        let len = c_int::try_from(self.pending.bytes.len()).unwrap_or(c_int::MAX);
+        // SAFETY: a `File` exists from a successful open to its close, so
+        // `inner` is open; the bytes are ours and outlive the call.
+        let rc = unsafe { base_write(self.inner, self.pending.bytes.as_ptr().cast(), len, self.pending.offset) };
+        if rc == ffi::SQLITE_OK {
+            self.pending.bytes.clear();
+        }
+        rc
     }
-    let Some(base_write) = methods.xWrite else {
-        return ffi::SQLITE_IOERR_WRITE;
-    };
-    let len = c_int::try_from(f.pending.bytes.len()).unwrap_or(c_int::MAX);
-    // SAFETY: `inner` is open; the bytes are ours and outlive the call.
-    let rc = unsafe { base_write(f.inner, f.pending.bytes.as_ptr().cast(), len, f.pending.offset) };
-    if rc == ffi::SQLITE_OK {
-        f.pending.bytes.clear();
-    }
-    rc
 }
 
 unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, amount: c_int, offset: i64) -> c_int {
@@ -213,8 +211,7 @@ unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, am
         let p = &mut f.pending;
         let follows = !p.bytes.is_empty() && offset == p.offset + p.bytes.len() as i64;
         if !follows || p.bytes.len() + len > MAX_BUFFERED {
-            // SAFETY: as above.
-            let rc = unsafe { flush(file) };
+            let rc = f.flush(methods);
             if rc != ffi::SQLITE_OK {
                 return rc;
             }
@@ -226,8 +223,7 @@ unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, am
         f.pending.bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) });
         return ffi::SQLITE_OK;
     }
-    // SAFETY: as above.
-    let rc = unsafe { flush(file) };
+    let rc = f.flush(methods);
     if rc != ffi::SQLITE_OK {
         return rc;
     }
@@ -241,8 +237,8 @@ unsafe extern "C" fn write(file: *mut ffi::sqlite3_file, data: *const c_void, am
 unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY: SQLite calls with a handle this VFS opened, and never again after.
     unsafe {
-        let flushed = flush(file);
         let (f, methods) = parts(file);
+        let flushed = f.flush(methods);
         let closed = methods.xClose.map_or(ffi::SQLITE_OK, |c| c(f.inner));
         std::ptr::drop_in_place(file.cast::<File>());
         if flushed != ffi::SQLITE_OK {
@@ -260,11 +256,11 @@ macro_rules! after_flush {
         unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file $(, $arg: $ty)*) -> c_int {
             // SAFETY: SQLite calls with a handle this VFS opened.
             unsafe {
-                let rc = flush(file);
+                let (f, methods) = parts(file);
+                let rc = f.flush(methods);
                 if rc != ffi::SQLITE_OK {
                     return rc;
                 }
-                let (f, methods) = parts(file);
                 match methods.$method {
                     Some(m) => m(f.inner $(, $arg)*),
                     None => $missing,
