@@ -34,7 +34,10 @@ struct Bloom {
 
 impl Bloom {
     fn with_capacity(keys: usize) -> Bloom {
-        let capacity = keys.max(MIN_KEYS);
+        Bloom::sized(keys.max(MIN_KEYS))
+    }
+
+    fn sized(capacity: usize) -> Bloom {
         Bloom { bits: vec![0; (capacity * BITS_PER_KEY).div_ceil(64)], keys: 0, capacity }
     }
 
@@ -295,7 +298,7 @@ mod tests {
     fn a_full_filter_is_built_again_for_the_keys_the_table_holds() {
         let (_dir, conn) = table(&[]);
         let mut f = Filter::new("idx");
-        f.state = State::Ready(Bloom { bits: vec![0; 1000 * BITS_PER_KEY / 64], keys: 0, capacity: 1000 });
+        f.state = State::Ready(Bloom::sized(1000));
         let merged = keys(2_001, "merged");
         insert(&conn, &merged);
         for &h in &merged {
