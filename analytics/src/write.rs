@@ -19,6 +19,7 @@
 mod event_ids;
 mod filter;
 mod key;
+mod keyed;
 mod rollups;
 mod sessions;
 mod tail;
@@ -26,11 +27,6 @@ mod tail;
 pub(crate) use event_ids::TABLES as EVENT_ID_TABLES;
 pub(crate) use key::{register as register_index_key, sql_index_key, IndexHasher};
 pub(crate) use sessions::TABLES as SESSION_TABLES;
-
-// foldhash instead of SipHash: the writer hashes every session and event id
-// several times per event; its per-process random seed still keeps keys
-// chosen by clients from colliding on purpose.
-use foldhash::HashMap;
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +39,7 @@ use crate::Result;
 use event_ids::{EventIds, Stored};
 pub(crate) use rollups::add_raw_total;
 use rollups::Deltas;
+use keyed::ByHash;
 use sessions::{Known, SessionKey, Sessions};
 
 /// A country code or variant name. A session's state is copied several times
@@ -151,17 +148,17 @@ struct Pending {
 /// Changes waiting to be written before the commit.
 #[derive(Default)]
 struct Staged {
-    sessions: HashMap<SessionKey, Pending>,
+    sessions: ByHash<Pending>,
     deltas: Deltas,
     /// Events stored with a client event id, by (site, event id).
-    event_ids: HashMap<SessionKey, Stored>,
+    event_ids: ByHash<Stored>,
 }
 
 impl Staged {
     /// Moves what `other` staged into `self`, leaving `other` empty with its capacity.
     fn merge(&mut self, other: &mut Staged) {
-        self.sessions.extend(other.sessions.drain());
-        self.event_ids.extend(other.event_ids.drain());
+        other.sessions.drain().for_each(|(k, v)| self.sessions.insert(k, v));
+        other.event_ids.drain().for_each(|(k, v)| self.event_ids.insert(k, v));
         self.deltas.merge(&mut other.deltas);
     }
 
@@ -235,7 +232,7 @@ impl Group<'_> {
         // Sessions appended here are not in the writer's memory until the
         // commit: later commands of this group find them staged.
         for (key, known, _) in &self.written[before..] {
-            let last_seen = staged.sessions[key].last_seen;
+            let last_seen = staged.sessions.get(key).map_or(0, |p| p.last_seen);
             self.staged.sessions.insert(key.clone(), Pending { seq: Some(known.seq), state: known.state.clone(), last_seen });
         }
         self.apply(f)
@@ -260,7 +257,7 @@ impl Group<'_> {
         }
         let mut staged = std::mem::take(&mut self.staged);
         let mut written = std::mem::take(&mut self.written);
-        let mut stored: Vec<(SessionKey, Stored)> = std::mem::take(&mut staged.event_ids).into_iter().collect();
+        let mut stored: Vec<(SessionKey, Stored)> = std::mem::take(&mut staged.event_ids).into_entries().collect();
         stored.sort_unstable_by_key(|s| s.1.seq);
         let defer = busy && self.journaled_since.is_none_or(|t| t.elapsed() < self.apply_every);
         let to = if defer { Rollups::Journal } else { Rollups::Tables { journal: self.journaled_since.is_some() } };
@@ -356,7 +353,7 @@ fn ingest_one(
     sessions: &mut Sessions,
     event_ids: &mut EventIds,
 ) -> Result<Ack> {
-    let event_key: Option<SessionKey> = e.client_event_id.as_deref().map(|id| (e.site_seq, id.into()));
+    let event_key: Option<SessionKey> = e.client_event_id.as_deref().map(|id| event_ids.key(e.site_seq, id));
     if let Some(key) = &event_key {
         let existing = match mine.event_ids.get(key).or_else(|| group.event_ids.get(key)) {
             Some(s) => Some(*s),
@@ -373,7 +370,7 @@ fn ingest_one(
 
     let id = event_id(e.received_at);
     let hour = hour_of(e.occurred_at);
-    let key: SessionKey = (e.site_seq, e.session_id.as_str().into());
+    let key = sessions.key(e.site_seq, &e.session_id);
     let (seq, old) = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
         Some(p) => (p.seq, Some(p.state.clone())),
         None => match sessions.get(conn, &key)? {
@@ -464,7 +461,7 @@ fn flush(conn: &Connection, staged: &mut Staged, written: &mut Written, to: Roll
         "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = max(last_seen, ?6)
          WHERE seq = ?1",
     )?;
-    for (key, p) in &staged.sessions {
+    for (key, p) in staged.sessions.iter() {
         let s = &p.state;
         let seq = match p.seq {
             Some(seq) => {
@@ -472,7 +469,7 @@ fn flush(conn: &Connection, staged: &mut Staged, written: &mut Written, to: Roll
                 seq
             }
             None => {
-                append.execute(params![key.0, &*key.1, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
+                append.execute(params![key.site, &*key.text, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
                 conn.last_insert_rowid()
             }
         };

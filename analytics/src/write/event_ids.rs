@@ -48,6 +48,11 @@ impl EventIds {
         EventIds { loaded: false, tail: Tail::new(&TABLES, hasher, TAIL_MAX) }
     }
 
+    /// The key of (site, client event id).
+    pub fn key(&self, site: i64, id: &str) -> Key {
+        self.tail.key(site, id.into())
+    }
+
     /// The stored event with this (site, client event id), if any.
     pub fn get(&mut self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         self.ensure_loaded(conn)?;
@@ -60,7 +65,7 @@ impl EventIds {
             let Some(r) = rows.next()? else {
                 return Ok(None);
             };
-            if r.get::<_, i64>(0)? != key.0 || r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)? != Some(&*key.1) {
+            if r.get::<_, i64>(0)? != key.site || r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)? != Some(&*key.text) {
                 return Ok(None);
             }
             Ok(Some(Stored { seq, id: parse_id(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?, received_ms: r.get(3)? }))
@@ -79,7 +84,7 @@ impl EventIds {
         if !self.loaded {
             return;
         }
-        self.tail.committed(merged);
+        self.tail.committed(merged, |_, _| {});
         for (key, s) in stored {
             self.tail.push(key, s);
         }
@@ -103,11 +108,10 @@ impl EventIds {
         let mut rows = stmt.query([marks.low])?;
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key: Key = (r.get(1)?, r.get::<_, String>(2)?.into());
-            let h = self.tail.hash(&key);
-            if marks.unindexed(h, seq) {
+            let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
+            if marks.unindexed(key.h, seq) {
                 let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
-                self.tail.push_hashed(key, h, stored);
+                self.tail.push(key, stored);
             }
         }
         self.loaded = true;

@@ -4,11 +4,10 @@
 //! (site, session id) through a [`Tail`] over `session_index`; merged sessions
 //! stay in a two-generation cache of recently seen ones.
 
-use foldhash::HashMap;
-
 use rusqlite::{params, Connection};
 
 use super::key::IndexHasher;
+use super::keyed::ByHash;
 use super::tail::{Key, Merged, Row, Tables, Tail};
 use super::{Names, SessionState};
 use crate::Result;
@@ -44,9 +43,25 @@ impl Row for Known {
 pub(super) struct Sessions {
     loaded: bool,
     pub tail: Tail<Known>,
-    young: HashMap<SessionKey, Known>,
-    old: HashMap<SessionKey, Known>,
+    recent: Recent,
     pub names: Names,
+}
+
+/// Merged sessions seen lately, in two generations: a session seen again
+/// moves to the young one; when it is full, the old one is dropped.
+#[derive(Default)]
+struct Recent {
+    young: ByHash<Known>,
+    old: ByHash<Known>,
+}
+
+impl Recent {
+    fn remember(&mut self, key: SessionKey, known: Known) {
+        if self.young.len() >= RECENT_GENERATION && !self.young.contains_key(&key) {
+            self.old = std::mem::replace(&mut self.young, ByHash::with_capacity(RECENT_GENERATION));
+        }
+        self.young.insert(key, known);
+    }
 }
 
 impl Sessions {
@@ -54,20 +69,24 @@ impl Sessions {
         Sessions {
             loaded: false,
             tail: Tail::new(&TABLES, hasher, TAIL_MAX),
-            young: HashMap::default(),
-            old: HashMap::default(),
+            recent: Recent::default(),
             names: Names::default(),
         }
+    }
+
+    /// The key of (site, session id).
+    pub fn key(&self, site: i64, id: &str) -> SessionKey {
+        self.tail.key(site, id.into())
     }
 
     /// Finds a session: in memory, else through the index.
     pub fn get(&mut self, conn: &Connection, key: &SessionKey) -> Result<Option<Known>> {
         self.ensure_loaded(conn)?;
-        if let Some(k) = self.tail.get(key).or_else(|| self.young.get(key)) {
+        if let Some(k) = self.tail.get(key).or_else(|| self.recent.young.get(key)) {
             return Ok(Some(k.clone()));
         }
-        if let Some(k) = self.old.remove(key) {
-            self.remember(key.clone(), k.clone());
+        if let Some(k) = self.recent.old.remove(key) {
+            self.recent.remember(key.clone(), k.clone());
             return Ok(Some(k));
         }
         let names = &mut self.names;
@@ -79,7 +98,7 @@ impl Sessions {
             let Some(r) = rows.next()? else {
                 return Ok(None);
             };
-            if r.get::<_, i64>(0)? != key.0 || r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? != &*key.1 {
+            if r.get::<_, i64>(0)? != key.site || r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? != &*key.text {
                 return Ok(None);
             }
             let state = SessionState {
@@ -108,17 +127,16 @@ impl Sessions {
         if !self.loaded {
             return;
         }
-        for (key, known) in self.tail.committed(merged) {
-            self.remember(key, known);
-        }
+        let recent = &mut self.recent;
+        self.tail.committed(merged, |key, known| recent.remember(key, known));
         for (key, known, new) in written {
             if new {
                 self.tail.push(key, known);
             } else if let Some(k) = self.tail.get_mut(&key) {
                 *k = known;
             } else {
-                self.old.remove(&key);
-                self.remember(key, known);
+                self.recent.old.remove(&key);
+                self.recent.remember(key, known);
             }
         }
     }
@@ -127,15 +145,8 @@ impl Sessions {
     pub fn reset(&mut self) {
         self.loaded = false;
         self.tail.clear();
-        self.young.clear();
-        self.old.clear();
-    }
-
-    fn remember(&mut self, key: SessionKey, known: Known) {
-        if self.young.len() >= RECENT_GENERATION && !self.young.contains_key(&key) {
-            self.old = std::mem::replace(&mut self.young, HashMap::with_capacity_and_hasher(RECENT_GENERATION, Default::default()));
-        }
-        self.young.insert(key, known);
+        self.recent.young.clear();
+        self.recent.old.clear();
     }
 
     fn ensure_loaded(&mut self, conn: &Connection) -> Result<()> {
@@ -151,9 +162,8 @@ impl Sessions {
         let mut rows = stmt.query([marks.low])?;
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key: SessionKey = (r.get(1)?, r.get::<_, String>(2)?.into());
-            let h = self.tail.hash(&key);
-            if !marks.unindexed(h, seq) {
+            let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
+            if !marks.unindexed(key.h, seq) {
                 continue;
             }
             let state = SessionState {
@@ -164,7 +174,7 @@ impl Sessions {
                 forced: r.get(7)?,
                 flags: r.get(8)?,
             };
-            self.tail.push_hashed(key, h, Known { seq, state });
+            self.tail.push(key, Known { seq, state });
         }
         self.loaded = true;
         Ok(())

@@ -31,7 +31,7 @@
 //! Memory changes only after the transaction that wrote them commits; after a
 //! failed commit the owner clears the tail and rebuilds it.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use foldhash::HashMap;
 
@@ -39,6 +39,8 @@ use rusqlite::{params, Connection};
 
 use super::filter::Filter;
 use super::key::IndexHasher;
+pub(super) use super::keyed::Key;
+use super::keyed::ByHash;
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -56,10 +58,6 @@ const DRAIN_CHUNK: usize = 256;
 const MAX_DRAIN: usize = 4096;
 /// Before every (h, seq) of an index table: where moves start.
 const FIRST: (i64, i64) = (i64::MIN, i64::MIN);
-
-/// (site, key). Shared: the tail holds each key twice (by key, and in its
-/// slice's list), and a group passes it through its staging and memory.
-pub(super) type Key = (i64, std::sync::Arc<str>);
 
 /// The tables of one index: `hot` and `cold (h, seq)`, `marks (slice, seq)`,
 /// `low (seq)`, and the table of the rows (`seq` is its rowid).
@@ -89,14 +87,30 @@ fn slice_of(h: i64) -> u16 {
     ((h as u64) >> 56) as u16
 }
 
+const SLICES: usize = 256;
+
+/// The tail's keys of one slice.
+struct Slice<V> {
+    entries: ByHash<V>,
+    /// The smallest `seq` of their rows (rows come in `seq` order).
+    first_seq: i64,
+}
+
+impl<V> Default for Slice<V> {
+    fn default() -> Self {
+        Slice { entries: ByHash::default(), first_seq: 0 }
+    }
+}
+
 pub(super) struct Tail<V> {
     tables: &'static Tables,
     hasher: IndexHasher,
     pub max: usize,
-    entries: HashMap<Key, V>,
-    /// The keys by slice with their hashes and their rows' `seq`, each list in
-    /// `seq` order (a merge sorts a slice without looking each key up).
-    slices: BTreeMap<u16, Vec<(Key, i64, i64)>>,
+    /// The keys by slice: a merge takes a slice's keys, and drops them once
+    /// committed, without looking each key up.
+    slices: Vec<Slice<V>>,
+    /// Keys in all slices.
+    len: usize,
     /// The next slice to merge: merging goes round the slices in order.
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
@@ -156,8 +170,8 @@ impl<V: Row> Tail<V> {
             tables,
             hasher,
             max,
-            entries: HashMap::default(),
-            slices: BTreeMap::new(),
+            slices: (0..SLICES).map(|_| Slice::default()).collect(),
+            len: 0,
             cursor: 0,
             commits: 0,
             levels: [level(tables.hot), level(tables.cold)],
@@ -171,33 +185,32 @@ impl<V: Row> Tail<V> {
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
-        self.entries.get(key)
+        self.slices[usize::from(slice_of(key.h))].entries.get(key)
     }
 
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
-        self.entries.get_mut(key)
+        self.slices[usize::from(slice_of(key.h))].entries.get_mut(key)
     }
 
-    /// The key's hash in the index tables.
-    pub fn hash(&self, key: &Key) -> i64 {
-        self.hasher.hash(key.0, &key.1)
+    /// The key of (site, text), with its hash in the index tables.
+    pub fn key(&self, site: i64, text: Arc<str>) -> Key {
+        Key { site, h: self.hasher.hash(site, &text), text }
     }
 
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
-        let h = self.hash(&key);
-        self.push_hashed(key, h, value);
-    }
-
-    /// [`Tail::push`] of a key whose hash `h` the caller already has.
-    pub fn push_hashed(&mut self, key: Key, h: i64, value: V) {
-        self.slices.entry(slice_of(h)).or_default().push((key.clone(), h, value.seq()));
-        self.entries.insert(key, value);
+        let slice = &mut self.slices[usize::from(slice_of(key.h))];
+        if slice.entries.is_empty() {
+            slice.first_seq = value.seq();
+        }
+        let before = slice.entries.len();
+        slice.entries.insert(key, value);
+        self.len += slice.entries.len() - before;
     }
 
     pub fn clear(&mut self) {
-        self.entries.clear();
-        self.slices.clear();
+        self.slices.iter_mut().for_each(|s| s.entries.clear());
+        self.len = 0;
         self.cursor = 0;
         self.hot_keys = None;
         self.drained_to = None;
@@ -240,7 +253,7 @@ impl<V: Row> Tail<V> {
     /// reads the row of each candidate `seq` and answers `None` unless the row
     /// holds this very key (another key may share its hash).
     pub fn indexed<T>(&mut self, conn: &Connection, key: &Key, mut read: impl FnMut(i64) -> Result<Option<T>>) -> Result<Option<T>> {
-        let h = self.hash(key);
+        let h = key.h;
         for level in &mut self.levels {
             if !level.filter.may_hold(conn, h as u64) {
                 continue;
@@ -272,20 +285,24 @@ impl<V: Row> Tail<V> {
         self.commits = self.commits.wrapping_add(1);
         // Without merges `low` would stay behind when few rows carry a key,
         // and the start-up scan would grow: move it every so often.
-        if self.entries.len() <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
+        if self.len <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
             return Ok((merged, 0));
         }
         let t = self.tables;
         let mut insert = conn.prepare_cached(&self.levels[0].insert)?;
         let mut mark = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} (slice, seq) VALUES (?1, ?2)", t.marks))?;
-        let mut left = self.entries.len();
+        let mut left = self.len;
         let mut keys_merged = 0;
-        let mut cursor = self.cursor;
-        while left > self.max && merged.0.len() < self.slices.len() {
-            let Some((&slice, keys)) = self.slices.range(cursor..).next().or_else(|| self.slices.iter().next()) else {
+        for step in 0..SLICES {
+            if left <= self.max {
                 break;
-            };
-            let mut rows: Vec<(i64, i64)> = keys.iter().map(|&(_, h, seq)| (h, seq)).collect();
+            }
+            let slice = (usize::from(self.cursor) + step) % SLICES;
+            let keys = &self.slices[slice].entries;
+            if keys.is_empty() {
+                continue;
+            }
+            let mut rows: Vec<(i64, i64)> = keys.iter().map(|(k, v)| (k.h, v.seq())).collect();
             rows.sort_unstable();
             for &(h, seq) in &rows {
                 insert.execute([h, seq])?;
@@ -294,9 +311,8 @@ impl<V: Row> Tail<V> {
             self.hot_keys = self.hot_keys.map(|n| n + rows.len());
             keys_merged += rows.len();
             mark.execute(params![slice, rows.iter().map(|r| r.1).max().unwrap_or(0)])?;
-            merged.0.push(slice);
-            left -= keys.len();
-            cursor = slice.wrapping_add(1);
+            merged.0.push(slice as u16);
+            left -= rows.len();
         }
         let next_seq = match first_new {
             Some(seq) => seq,
@@ -307,8 +323,9 @@ impl<V: Row> Tail<V> {
         let low = self
             .slices
             .iter()
-            .filter(|(s, _)| !merged.0.contains(s))
-            .filter_map(|(_, keys)| keys.first().map(|(_, _, seq)| seq - 1))
+            .enumerate()
+            .filter(|(i, s)| !s.entries.is_empty() && !merged.0.contains(&(*i as u16)))
+            .map(|(_, s)| s.first_seq - 1)
             .chain(std::iter::once(next_seq - 1))
             .min()
             .unwrap_or(0);
@@ -370,17 +387,13 @@ impl<V: Row> Tail<V> {
         Ok((moved, last))
     }
 
-    /// Drops the slices a committed transaction merged; returns their entries.
-    pub fn committed(&mut self, merged: Merged) -> Vec<(Key, V)> {
-        let mut out = Vec::new();
+    /// Drops the slices a committed transaction merged, handing their entries to `take`.
+    pub fn committed(&mut self, merged: Merged, mut take: impl FnMut(Key, V)) {
         for slice in merged.0 {
-            for (key, _, _) in self.slices.remove(&slice).unwrap_or_default() {
-                if let Some(v) = self.entries.remove(&key) {
-                    out.push((key, v));
-                }
-            }
+            let entries = &mut self.slices[usize::from(slice)].entries;
+            self.len -= entries.len();
+            entries.drain().for_each(|(k, v)| take(k, v));
             self.cursor = slice.wrapping_add(1);
         }
-        out
     }
 }

@@ -1,0 +1,200 @@
+//! The writer's maps of session ids and client event ids, found by the key's
+//! index hash.
+//!
+//! The writer needs a key's index hash ([`IndexHasher`](super::IndexHasher),
+//! a SipHash under the store's random key) for the index tables anyway: it
+//! computes it once per key, and every map of keys in its memory uses it as
+//! is instead of hashing the key's text again at each lookup (the maps took
+//! a tenth of the writer's time, BENCHMARKS.md session 13). The hash key is
+//! secret, so clients cannot choose ids that crowd a map; two keys that share
+//! a hash are still told apart by their text.
+
+use std::collections::hash_map::{Entry, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
+
+/// (site, key text) and the key's index hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Key {
+    pub site: i64,
+    pub text: Arc<str>,
+    pub h: i64,
+}
+
+/// A hasher that takes an index hash as it is, but for a multiplication: the
+/// map finds a bucket by the low bits and tells entries apart by the top
+/// seven, which are the same for all keys of one tail slice.
+#[derive(Default)]
+pub(super) struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `i64` keys reach this hasher; fold anything else in all the same.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_i64(&mut self, h: i64) {
+        // An odd constant (2^64 / φ): a bijection, whose top bits mix all of `h`.
+        self.0 = (h as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// A map by [`Key`], indexed by the key's hash.
+pub(super) struct ByHash<V> {
+    map: HashMap<i64, (Key, V), BuildHasherDefault<PassThrough>>,
+    /// Entries whose hash another key in `map` already has: almost never
+    /// any in a real store (tests force them).
+    clashes: Vec<(Key, V)>,
+}
+
+impl<V> Default for ByHash<V> {
+    fn default() -> Self {
+        ByHash { map: HashMap::default(), clashes: Vec::new() }
+    }
+}
+
+impl<V> ByHash<V> {
+    pub fn with_capacity(n: usize) -> Self {
+        ByHash { map: HashMap::with_capacity_and_hasher(n, Default::default()), clashes: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len() + self.clashes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, key: &Key) -> Option<&V> {
+        match self.map.get(&key.h) {
+            Some((k, v)) if k == key => Some(v),
+            Some(_) => self.clashes.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            None => None,
+        }
+    }
+
+    pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
+        match self.map.get_mut(&key.h) {
+            Some((k, v)) if k == key => Some(v),
+            Some(_) => self.clashes.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v),
+            None => None,
+        }
+    }
+
+    pub fn contains_key(&self, key: &Key) -> bool {
+        self.get(key).is_some()
+    }
+
+    pub fn insert(&mut self, key: Key, value: V) {
+        match self.map.entry(key.h) {
+            Entry::Vacant(slot) => {
+                slot.insert((key, value));
+            }
+            Entry::Occupied(mut slot) if slot.get().0 == key => slot.get_mut().1 = value,
+            Entry::Occupied(_) => match self.clashes.iter_mut().find(|(k, _)| *k == key) {
+                Some(clash) => clash.1 = value,
+                None => self.clashes.push((key, value)),
+            },
+        }
+    }
+
+    /// Removes the entry of `key`; a clash takes the place it leaves in `map`.
+    pub fn remove(&mut self, key: &Key) -> Option<V> {
+        match self.map.get(&key.h) {
+            Some((k, _)) if k == key => {
+                let (_, v) = self.map.remove(&key.h)?;
+                if let Some(i) = self.clashes.iter().position(|(k, _)| k.h == key.h) {
+                    let clash = self.clashes.swap_remove(i);
+                    self.map.insert(key.h, clash);
+                }
+                Some(v)
+            }
+            Some(_) => {
+                let i = self.clashes.iter().position(|(k, _)| k == key)?;
+                Some(self.clashes.swap_remove(i).1)
+            }
+            None => None,
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+        self.clashes.clear();
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+        self.map.values().chain(&self.clashes).map(|(k, v)| (k, v))
+    }
+
+    /// Empties the map, keeping its memory.
+    pub fn drain(&mut self) -> impl Iterator<Item = (Key, V)> + '_ {
+        self.map.drain().map(|(_, e)| e).chain(self.clashes.drain(..))
+    }
+
+    pub fn into_entries(self) -> impl Iterator<Item = (Key, V)> {
+        self.map.into_values().chain(self.clashes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ByHash, Key};
+
+    fn key(site: i64, text: &str, h: i64) -> Key {
+        Key { site, text: text.into(), h }
+    }
+
+    #[test]
+    fn keys_that_share_a_hash_are_kept_apart() {
+        let mut m = ByHash::default();
+        let (a, b, c) = (key(1, "a", 7), key(1, "b", 7), key(2, "a", 7));
+        m.insert(a.clone(), 1);
+        m.insert(b.clone(), 2);
+        m.insert(c.clone(), 3);
+        assert_eq!((m.get(&a), m.get(&b), m.get(&c), m.len()), (Some(&1), Some(&2), Some(&3), 3));
+        m.insert(b.clone(), 20);
+        assert_eq!((m.get(&b), m.len()), (Some(&20), 3));
+        assert_eq!(m.get(&key(1, "d", 7)), None);
+        assert_eq!(m.get(&key(1, "a", 8)), None, "a hash is part of the key it was computed from");
+
+        // Removing the entry in the map lets a clash take its place.
+        assert_eq!(m.remove(&a), Some(1));
+        assert_eq!((m.get(&a), m.get(&b), m.get(&c), m.len()), (None, Some(&20), Some(&3), 2));
+        assert_eq!(m.remove(&c), Some(3));
+        assert_eq!(m.remove(&c), None);
+        assert_eq!((m.get(&b), m.len()), (Some(&20), 1));
+        *m.get_mut(&b).unwrap() += 1;
+        let mut all: Vec<_> = m.drain().collect();
+        all.sort_by(|x, y| x.0.text.cmp(&y.0.text));
+        assert_eq!(all, vec![(b, 21)]);
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn iteration_and_draining_see_every_entry_once() {
+        let mut m = ByHash::with_capacity(4);
+        for i in 0..100 {
+            m.insert(key(1, &i.to_string(), i % 10), i);
+        }
+        assert_eq!(m.len(), 100);
+        let mut seen: Vec<i64> = m.iter().map(|(_, v)| *v).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+        for i in (0..100).step_by(3) {
+            assert_eq!(m.remove(&key(1, &i.to_string(), i % 10)), Some(i));
+        }
+        for i in 0..100 {
+            assert_eq!(m.get(&key(1, &i.to_string(), i % 10)).is_some(), i % 3 != 0, "key {i}");
+        }
+        let mut left: Vec<i64> = m.into_entries().map(|(_, v)| v).collect();
+        left.sort_unstable();
+        assert_eq!(left, (0..100).filter(|i| i % 3 != 0).collect::<Vec<_>>());
+    }
+}
