@@ -4,10 +4,10 @@
 //! The writer needs a key's index hash ([`IndexHasher`](super::IndexHasher),
 //! a SipHash under the store's random key) for the index tables anyway: it
 //! computes it once per key, and every map of keys in its memory uses it as
-//! is instead of hashing the key's text again at each lookup (the maps took
-//! a tenth of the writer's time, BENCHMARKS.md session 13). The hash key is
-//! secret, so clients cannot choose ids that crowd a map; two keys that share
-//! a hash are still told apart by their text.
+//! is instead of hashing the key's text again at each lookup (maps keyed by
+//! the text were about a sixth of the writer's samples: BENCHMARKS.md,
+//! session 13). The hash key is secret, so clients cannot choose ids that
+//! crowd a map; two keys that share a hash are still told apart by their text.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -21,13 +21,14 @@ pub(super) struct Key {
     pub h: i64,
 }
 
-/// A hasher that takes an index hash as it is, but for a multiplication: the
-/// map finds a bucket by the low bits and tells entries apart by the top
-/// seven, which are the same for all keys of one tail slice.
+/// A hasher for index hashes. The map picks a bucket by the low bits of what
+/// it returns and tells entries apart by its top seven bits; an index hash's
+/// own top bits are the same for all keys of one tail slice, so a
+/// multiplication mixes them with the rest.
 #[derive(Default)]
-pub(super) struct PassThrough(u64);
+pub(super) struct FromIndexHash(u64);
 
-impl Hasher for PassThrough {
+impl Hasher for FromIndexHash {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -47,7 +48,7 @@ impl Hasher for PassThrough {
 
 /// A map by [`Key`], indexed by the key's hash.
 pub(super) struct ByHash<V> {
-    map: HashMap<i64, (Key, V), BuildHasherDefault<PassThrough>>,
+    map: HashMap<i64, (Key, V), BuildHasherDefault<FromIndexHash>>,
     /// Entries whose hash another key in `map` already has: almost never
     /// any in a real store (tests force them).
     clashes: Vec<(Key, V)>,
