@@ -125,11 +125,11 @@ test('a site\'s settings: the install snippet is copied, a wrong value is shown 
 
   const domain = page.getByLabel('Domain');
   await domain.fill('morning.example/news');
-  await page.getByLabel('Revenue per 1000 pageviews').fill('3.5');
+  await page.getByLabel('Revenue per 1000 views').fill('3.5');
   await d.submit(page, page.getByRole('button', { name: 'Save settings' }), 400);
   assert.equal(await domain.getAttribute('aria-invalid'), 'true');
   assert.match(await page.locator(`#${(await domain.getAttribute('aria-describedby')).split(' ')[0]}`).textContent(), /domain must be a host name/);
-  assert.equal(await page.getByLabel('Revenue per 1000 pageviews').inputValue(), '3.5', 'what was typed is kept');
+  assert.equal(await page.getByLabel('Revenue per 1000 views').inputValue(), '3.5', 'what was typed is kept');
   assert.equal((await postern.api(`/v1/sites/${siteId}`)).domain, 'morning.example', 'nothing was saved');
   await d.checkPage(page, 'site-settings-invalid');
 
