@@ -257,7 +257,7 @@ impl Group<'_> {
         }
         let mut staged = std::mem::take(&mut self.staged);
         let mut written = std::mem::take(&mut self.written);
-        let mut stored: Vec<(SessionKey, Stored)> = std::mem::take(&mut staged.event_ids).into_entries().collect();
+        let mut stored: Vec<(SessionKey, Stored)> = staged.event_ids.drain().collect();
         stored.sort_unstable_by_key(|s| s.1.seq);
         let defer = busy && self.journaled_since.is_none_or(|t| t.elapsed() < self.apply_every);
         let to = if defer { Rollups::Journal } else { Rollups::Tables { journal: self.journaled_since.is_some() } };

@@ -138,10 +138,6 @@ impl<V> ByHash<V> {
     pub fn drain(&mut self) -> impl Iterator<Item = (Key, V)> + '_ {
         self.map.drain().map(|(_, e)| e).chain(self.clashes.drain(..))
     }
-
-    pub fn into_entries(self) -> impl Iterator<Item = (Key, V)> {
-        self.map.into_values().chain(self.clashes)
-    }
 }
 
 #[cfg(test)]
@@ -194,7 +190,7 @@ mod tests {
         for i in 0..100 {
             assert_eq!(m.get(&key(1, &i.to_string(), i % 10)).is_some(), i % 3 != 0, "key {i}");
         }
-        let mut left: Vec<i64> = m.into_entries().map(|(_, v)| v).collect();
+        let mut left: Vec<i64> = m.drain().map(|(_, v)| v).collect();
         left.sort_unstable();
         assert_eq!(left, (0..100).filter(|i| i % 3 != 0).collect::<Vec<_>>());
     }

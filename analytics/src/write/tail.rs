@@ -109,8 +109,6 @@ pub(super) struct Tail<V> {
     /// The keys by slice: a merge takes a slice's keys, and drops them once
     /// committed, without looking each key up.
     slices: Vec<Slice<V>>,
-    /// Keys in all slices.
-    len: usize,
     /// The next slice to merge: merging goes round the slices in order.
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
@@ -171,7 +169,6 @@ impl<V: Row> Tail<V> {
             hasher,
             max,
             slices: (0..SLICES).map(|_| Slice::default()).collect(),
-            len: 0,
             cursor: 0,
             commits: 0,
             levels: [level(tables.hot), level(tables.cold)],
@@ -203,14 +200,11 @@ impl<V: Row> Tail<V> {
         if slice.entries.is_empty() {
             slice.first_seq = value.seq();
         }
-        let before = slice.entries.len();
         slice.entries.insert(key, value);
-        self.len += slice.entries.len() - before;
     }
 
     pub fn clear(&mut self) {
         self.slices.iter_mut().for_each(|s| s.entries.clear());
-        self.len = 0;
         self.cursor = 0;
         self.hot_keys = None;
         self.drained_to = None;
@@ -283,15 +277,15 @@ impl<V: Row> Tail<V> {
     fn merge(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<(Merged, usize)> {
         let mut merged = Merged::default();
         self.commits = self.commits.wrapping_add(1);
+        let mut left: usize = self.slices.iter().map(|s| s.entries.len()).sum();
         // Without merges `low` would stay behind when few rows carry a key,
         // and the start-up scan would grow: move it every so often.
-        if self.len <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
+        if left <= self.max && !self.commits.is_multiple_of(LOW_EVERY) {
             return Ok((merged, 0));
         }
         let t = self.tables;
         let mut insert = conn.prepare_cached(&self.levels[0].insert)?;
         let mut mark = conn.prepare_cached(&format!("INSERT OR REPLACE INTO {} (slice, seq) VALUES (?1, ?2)", t.marks))?;
-        let mut left = self.len;
         let mut keys_merged = 0;
         for step in 0..SLICES {
             if left <= self.max {
@@ -390,9 +384,7 @@ impl<V: Row> Tail<V> {
     /// Drops the slices a committed transaction merged, handing their entries to `take`.
     pub fn committed(&mut self, merged: Merged, mut take: impl FnMut(Key, V)) {
         for slice in merged.0 {
-            let entries = &mut self.slices[usize::from(slice)].entries;
-            self.len -= entries.len();
-            entries.drain().for_each(|(k, v)| take(k, v));
+            self.slices[usize::from(slice)].entries.drain().for_each(|(k, v)| take(k, v));
             self.cursor = slice.wrapping_add(1);
         }
     }
