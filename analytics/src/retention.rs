@@ -9,11 +9,6 @@ use rusqlite::{params, Connection};
 use crate::write::{add_raw_total, sql_index_key, EVENT_ID_TABLES, SESSION_TABLES};
 use crate::Result;
 
-/// Prepares one statement per table of a merged index (hot and cold: a merged
-/// key is in one of them), `{}` standing for its name.
-fn per_index<'c>(conn: &'c Connection, tables: [&str; 2], sql: &str) -> Result<Vec<rusqlite::CachedStatement<'c>>> {
-    tables.iter().map(|t| Ok(conn.prepare_cached(&sql.replace("{}", t))?)).collect()
-}
 
 /// Deletes up to `batch` raw events that occurred before `before_ms`; returns how many.
 ///
@@ -41,15 +36,13 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     for r in stmt.query_map(params![before_ms, head], row)? {
         rows.push(r?);
     }
-    let sql = format!("DELETE FROM {{}} WHERE h = {} AND seq = ?3", sql_index_key("?2", "?1"));
-    let mut unindex = per_index(conn, EVENT_ID_TABLES.index_tables(), &sql)?;
+    let sql = format!("DELETE FROM {} WHERE h = {} AND seq = ?3", EVENT_ID_TABLES.cold, sql_index_key("?2", "?1"));
+    let mut unindex = conn.prepare_cached(&sql)?;
     let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
     for (seq, site, event_type, client_event_id) in &rows {
         if let Some(id) = client_event_id {
-            for stmt in &mut unindex {
-                stmt.execute(params![id, site, seq])?;
-            }
+            unindex.execute(params![id, site, seq])?;
         }
         delete.execute([seq])?;
         *deleted.entry((*site, *event_type)).or_default() += 1;
@@ -76,15 +69,13 @@ pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window:
         )?
         .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
         .collect::<rusqlite::Result<_>>()?;
-    let sql = format!("DELETE FROM {{}} WHERE h = {} AND seq = ?3", sql_index_key("?2", "?1"));
-    let mut unindex = per_index(conn, SESSION_TABLES.index_tables(), &sql)?;
+    let sql = format!("DELETE FROM {} WHERE h = {} AND seq = ?3", SESSION_TABLES.cold, sql_index_key("?2", "?1"));
+    let mut unindex = conn.prepare_cached(&sql)?;
     let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
     let mut n = 0;
     for (seq, site, session_id, last_seen) in &rows {
         if *last_seen < before_ms {
-            for stmt in &mut unindex {
-                stmt.execute(params![session_id, site, seq])?;
-            }
+            unindex.execute(params![session_id, site, seq])?;
             n += delete.execute([seq])?;
         }
     }
@@ -146,14 +137,13 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
         return Ok((0, None));
     };
     let sql = format!(
-        "DELETE FROM {{}} WHERE (h, seq) IN
+        "DELETE FROM {} WHERE (h, seq) IN
              (SELECT {}, seq FROM sessions WHERE seq > ?1 AND seq <= ?2
                   AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
+        SESSION_TABLES.cold,
         sql_index_key("site", "session_id")
     );
-    for mut stmt in per_index(conn, SESSION_TABLES.index_tables(), &sql)? {
-        stmt.execute(params![after, last])?;
-    }
+    conn.prepare_cached(&sql)?.execute(params![after, last])?;
     let n = conn
         .prepare_cached(
             "DELETE FROM sessions WHERE seq > ?1 AND seq <= ?2
@@ -169,13 +159,12 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
     let sql = format!(
-        "DELETE FROM {{}} WHERE (h, seq) IN
+        "DELETE FROM {} WHERE (h, seq) IN
              (SELECT {}, seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
+        EVENT_ID_TABLES.cold,
         sql_index_key("site", "client_event_id")
     );
-    for mut stmt in per_index(conn, EVENT_ID_TABLES.index_tables(), &sql)? {
-        stmt.execute(params![site, limit])?;
-    }
+    conn.prepare_cached(&sql)?.execute(params![site, limit])?;
     let mut n = conn.execute(
         "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
         params![site, limit],
@@ -198,6 +187,7 @@ mod tests {
     use crate::store::testing::{self, temp_store};
     use crate::store::Durability;
     use crate::sites;
+    use crate::store::testing::{index_entries, row_keys};
 
     #[test]
     fn old_rows_go_in_batches_and_recent_ones_stay() {
@@ -278,7 +268,7 @@ mod tests {
         g.commit().unwrap();
         w.run(|_| Ok(())).unwrap();
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM event_id_index UNION ALL SELECT seq FROM event_id_index_hot)"), 5);
+        assert_eq!(index_entries(&store, &w, 1).len(), 5);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
         // The back-dated one and a head window of one; then a head window of two.
@@ -293,7 +283,9 @@ mod tests {
             })
             .unwrap();
         assert_eq!(left, ["02-event", "04-event"]);
-        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM event_id_index UNION ALL SELECT seq FROM event_id_index_hot)"), 2);
+        let mut entries = index_entries(&store, &w, 1);
+        entries.sort_unstable_by_key(|e| e.1);
+        assert_eq!(entries, row_keys(&store, "events", "client_event_id"), "the index entries are those of the events kept");
         assert_eq!(count("SELECT sum(events) FROM raw_event_totals"), 2);
 
         // Neither query walks the table: the back-dated rows through their
@@ -329,7 +321,7 @@ mod tests {
         // The next commit merges them into the index.
         w.run(|_| Ok(())).unwrap();
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM session_index UNION ALL SELECT seq FROM session_index_hot)"), 12);
+        assert_eq!(index_entries(&store, &w, 0).len(), 12);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
         let (mut after, mut purged, mut windows) = (0, 0, 0);
@@ -341,12 +333,9 @@ mod tests {
         assert_eq!((purged, windows), (6, 3), "windows of 5 over 12 sessions");
         assert_eq!(count("SELECT count(*) FROM sessions"), 6);
         assert_eq!(count("SELECT count(*) FROM sessions WHERE session_id IN ('s01', 's03', 's05', 's07', 's09', 's11')"), 6);
-        assert_eq!(count("SELECT count(*) FROM (SELECT seq FROM session_index UNION ALL SELECT seq FROM session_index_hot)"), 6);
-        assert_eq!(count(&format!(
-            "SELECT count(*) FROM (SELECT h, seq FROM session_index UNION ALL SELECT h, seq FROM session_index_hot) i
-             JOIN sessions s ON s.seq = i.seq AND i.h = {}",
-            sql_index_key("s.site", "s.session_id")
-        )), 6);
+        let mut entries = index_entries(&store, &w, 0);
+        entries.sort_unstable_by_key(|e| e.1);
+        assert_eq!(entries, row_keys(&store, "sessions", "session_id"), "the index entries are those of the sessions kept");
 
         // A kept session is still found: its next event does not count it again.
         let mut g = w.begin().unwrap();

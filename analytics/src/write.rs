@@ -18,6 +18,7 @@
 
 mod event_ids;
 mod filter;
+mod hot;
 mod key;
 mod keyed;
 mod rollups;
@@ -87,6 +88,7 @@ const APPLY_EVERY: Duration = Duration::from_millis(100);
 impl Writer {
     pub(crate) fn new(conn: Connection) -> Result<Writer> {
         let hasher = IndexHasher::load(&conn)?;
+        watch_deletes(&conn)?;
         // A writer that stopped may have left rows in the journal.
         let journaled_since = Some(Instant::now());
         Ok(Writer {
@@ -116,6 +118,7 @@ impl Writer {
             written: Vec::new(),
             broken: false,
             journal_applied: false,
+            may_delete: false,
         })
     }
 
@@ -126,6 +129,12 @@ impl Writer {
     pub(crate) fn index_at_once(&mut self) {
         self.sessions.tail.index_at_once();
         self.event_ids.tail.index_at_once();
+    }
+
+    /// The keys in the hot levels of the session and event id indexes (tests).
+    #[cfg(test)]
+    pub(crate) fn hot_entries(&self) -> [Vec<(i64, i64)>; 2] {
+        [self.sessions.tail.hot_entries(), self.event_ids.tail.hot_entries()]
     }
 
     /// Runs one change in its own transaction.
@@ -190,6 +199,38 @@ pub struct Group<'a> {
     broken: bool,
     /// Maintenance wrote the rollup journal into the rollups.
     journal_applied: bool,
+    /// A command may have deleted rows that the writer's memory indexes.
+    may_delete: bool,
+}
+
+/// Records, on the write connection, the index keys of deleted sessions and
+/// events with a client event id (retention, deleted sites), so the writer
+/// drops them from the hot levels it keeps in memory.
+fn watch_deletes(conn: &Connection) -> Result<()> {
+    conn.execute_batch(&format!(
+        "CREATE TEMP TABLE index_gone (events INTEGER NOT NULL, h INTEGER NOT NULL, seq INTEGER NOT NULL);
+         CREATE TEMP TRIGGER sessions_gone AFTER DELETE ON main.sessions BEGIN
+             INSERT INTO index_gone VALUES (0, {}, old.seq);
+         END;
+         CREATE TEMP TRIGGER event_ids_gone AFTER DELETE ON main.events WHEN old.client_event_id IS NOT NULL BEGIN
+             INSERT INTO index_gone VALUES (1, {}, old.seq);
+         END;",
+        sql_index_key("old.site", "old.session_id"),
+        sql_index_key("old.site", "old.client_event_id"),
+    ))?;
+    Ok(())
+}
+
+/// Takes the keys recorded by [`watch_deletes`]: sessions', then event ids'.
+fn take_gone(conn: &Connection) -> Result<[Vec<(i64, i64)>; 2]> {
+    let mut gone = [Vec::new(), Vec::new()];
+    let mut stmt = conn.prepare_cached("SELECT events, h, seq FROM temp.index_gone")?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        gone[usize::from(r.get::<_, bool>(0)?)].push((r.get(1)?, r.get(2)?));
+    }
+    conn.prepare_cached("DELETE FROM temp.index_gone")?.execute([])?;
+    Ok(gone)
 }
 
 impl Group<'_> {
@@ -211,6 +252,7 @@ impl Group<'_> {
     /// Runs `f` inside a savepoint of the group transaction. `f` must not
     /// change sessions or rollups: use [`Group::maintain`] for that.
     pub fn apply<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.may_delete = true;
         in_savepoint(&self.tx, f)
     }
 
@@ -263,8 +305,9 @@ impl Group<'_> {
         let to = if defer { Rollups::Journal } else { Rollups::Tables { journal: self.journaled_since.is_some() } };
         let outcome = flush(&self.tx, &mut staged, &mut written, to).and_then(|journaled| {
             let first_session = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
-            let sessions = self.sessions.before_commit(&self.tx, first_session)?;
-            let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq))?;
+            let [sessions_gone, event_ids_gone] = if self.may_delete { take_gone(&self.tx)? } else { Default::default() };
+            let sessions = self.sessions.before_commit(&self.tx, first_session, &sessions_gone)?;
+            let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq), &event_ids_gone)?;
             self.tx.commit()?;
             Ok((sessions, event_ids, journaled))
         });
@@ -687,7 +730,7 @@ mod tests {
             .unwrap()
     }
 
-    /// Small limits, so that keys reach the hot and the cold index tables.
+    /// Small limits, so that keys reach the hot level and the cold index table.
     fn small_index_limits(writer: &mut super::Writer, tail: usize) {
         for t in [&mut writer.sessions.tail.max, &mut writer.event_ids.tail.max] {
             *t = tail;
@@ -707,7 +750,7 @@ mod tests {
         for id in &ids {
             f.send(id, EventType::Pageview, at(9, 0), None);
         }
-        let (hot, cold) = (f.count("SELECT count(*) FROM session_index_hot"), f.count("SELECT count(*) FROM session_index"));
+        let (hot, cold) = (f.writer.hot_entries()[0].len() as i64, f.count("SELECT count(*) FROM session_index"));
         assert!(hot > 0 && cold > 0 && hot + cold < 12, "sessions in each place: tail {}, hot {hot}, cold {cold}", 12 - hot - cold);
         // A new writer knows nothing in memory: the marks must tell it which sessions are where.
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
@@ -737,11 +780,90 @@ mod tests {
             let mut g = f.writer.begin().unwrap();
             g.ingest(&events).unwrap();
             g.commit().unwrap();
-            let hot = f.count("SELECT count(*) FROM session_index_hot");
-            assert!(hot <= 4, "after commit {commit} the hot table holds {hot}");
+            let hot = f.writer.hot_entries()[0].len();
+            assert!(hot <= 4, "after commit {commit} the hot level holds {hot}");
         }
         // A commit merges the sessions the one before it appended: the last six are in the tail.
-        assert_eq!(f.count("SELECT count(*) FROM session_index_hot") + f.count("SELECT count(*) FROM session_index"), 54);
+        assert_eq!(f.writer.hot_entries()[0].len() as i64 + f.count("SELECT count(*) FROM session_index"), 54);
+    }
+
+    /// Sends a pageview with a client event id in a session of its own, per name.
+    fn send_each(f: &mut Fixture, names: &[String]) {
+        for n in names {
+            f.send_full(&format!("{n}-session"), EventType::Pageview, at(9, 0), None, false, Some(&format!("{n}-event")));
+        }
+    }
+
+    /// Limits that move every key of the tail and the hot level into the cold table at the next commit.
+    fn drain_everything(writer: &mut super::Writer) {
+        let (sessions, event_ids) = (&mut writer.sessions.tail, &mut writer.event_ids.tail);
+        (sessions.max, sessions.hot_max, sessions.drain_chunk) = (0, 0, 1000);
+        (event_ids.max, event_ids.hot_max, event_ids.drain_chunk) = (0, 0, 1000);
+    }
+
+    /// The cold tables hold exactly one entry per session and per event, nothing else.
+    fn assert_cold_tables_hold_every_row_once(f: &Fixture) {
+        assert_eq!(f.writer.hot_entries(), [vec![], vec![]]);
+        for (which, rows, key) in [(0, "sessions", "session_id"), (1, "events", "client_event_id")] {
+            let mut entries = testing::index_entries(&f.store, &f.writer, which);
+            entries.sort_unstable_by_key(|e| e.1);
+            assert_eq!(entries, testing::row_keys(&f.store, rows, key), "{rows}");
+        }
+    }
+
+    #[test]
+    fn a_restarted_writer_rebuilds_its_hot_level_and_every_key_reaches_the_cold_table_once() {
+        let mut f = fixture();
+        small_index_limits(&mut f.writer, 3);
+        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (8, 8);
+        let names: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+        send_each(&mut f, &names);
+        let held = f.writer.hot_entries();
+        assert!(held.iter().all(|h| h.len() >= 4), "keys in the hot levels: {held:?}");
+        // A new writer's memory holds nothing until its first write rebuilds it from the marks.
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        small_index_limits(&mut f.writer, 3);
+        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (8, 8);
+        send_each(&mut f, &["new".to_owned()]);
+        let rebuilt = f.writer.hot_entries();
+        for which in 0..2 {
+            let cold = testing::index_entries(&f.store, &f.writer, which);
+            let lost: Vec<_> = held[which].iter().filter(|k| !rebuilt[which].contains(k) && !cold.contains(k)).collect();
+            assert!(lost.is_empty(), "keys of the hot level neither rebuilt nor in the cold table: {lost:?}");
+        }
+        // Every key, rebuilt or not, still finds its row.
+        for n in &names {
+            let again = f.send_full(&format!("{n}-session"), EventType::AdblockDetected, at(9, 1), None, false, Some(&format!("{n}-event")));
+            assert!(again.duplicate, "{n}-event was stored again");
+        }
+        assert_eq!(rollup_totals(&f.store), (31, 0), "a session was counted twice");
+        drain_everything(&mut f.writer);
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_cold_tables_hold_every_row_once(&f);
+    }
+
+    #[test]
+    fn keys_of_rows_that_maintenance_deletes_leave_the_hot_level_and_never_reach_the_cold_table() {
+        let mut f = fixture();
+        small_index_limits(&mut f.writer, 0);
+        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (100, 100);
+        let names: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
+        send_each(&mut f, &names);
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_eq!(f.writer.hot_entries().map(|h| h.len()), [10, 10]);
+        assert_eq!(f.count("SELECT count(*) FROM session_index") + f.count("SELECT count(*) FROM event_id_index"), 0);
+        let mut g = f.writer.begin().unwrap();
+        g.maintain(|c| {
+            c.execute("DELETE FROM events WHERE session_id IN ('k1-session', 'k3-session', 'k5-session')", [])?;
+            c.execute("DELETE FROM sessions WHERE session_id IN ('k1-session', 'k2-session')", [])?;
+            Ok(())
+        })
+        .unwrap();
+        g.commit().unwrap();
+        assert_eq!(f.writer.hot_entries().map(|h| h.len()), [8, 7]);
+        drain_everything(&mut f.writer);
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_cold_tables_hold_every_row_once(&f);
     }
 
     #[test]
@@ -752,7 +874,7 @@ mod tests {
         let send = |f: &mut Fixture, i: usize, id: &str| f.send_full(&format!("s{i}"), EventType::Pageview, at(9, 0), None, false, Some(id));
         let first: Vec<_> = ids.iter().enumerate().map(|(i, id)| send(&mut f, i, id)).collect();
         let count = |f: &Fixture, sql: &str| -> i64 { f.count(sql) };
-        let (hot, cold) = (count(&f, "SELECT count(*) FROM event_id_index_hot"), count(&f, "SELECT count(*) FROM event_id_index"));
+        let (hot, cold) = (f.writer.hot_entries()[1].len() as i64, count(&f, "SELECT count(*) FROM event_id_index"));
         assert!(hot > 0 && cold > 0 && hot + cold < 9, "ids in each place: tail {}, hot {hot}, cold {cold}", 9 - hot - cold);
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
         small_index_limits(&mut f.writer, 2);
@@ -800,10 +922,14 @@ mod tests {
         colliding(&mut f.writer);
         let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| f.send_full(&format!("s{i}"), t, at(9, 0), None, false, Some(id));
         let first: Vec<_> = (0..24).map(|i| send(&mut f, i, EventType::Pageview, &format!("e{i}"))).collect();
-        let indexed = "SELECT count(*), count(DISTINCT h) FROM (SELECT h FROM session_index UNION ALL SELECT h FROM session_index_hot)";
-        let (entries, hashes): (i64, i64) = f.store.read(|c| Ok(c.query_row(indexed, [], |r| Ok((r.get(0)?, r.get(1)?)))?)).unwrap();
-        assert!(entries >= 20 && hashes <= 4, "{entries} sessions indexed under {hashes} hashes");
-        // A new writer finds them through the index tables, not its memory.
+        let mut hashes: Vec<i64> = f.store.read(|c| Ok(c.prepare("SELECT h FROM session_index")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)).unwrap();
+        hashes.extend(f.writer.hot_entries()[0].iter().map(|e| e.0));
+        let entries = hashes.len();
+        hashes.sort_unstable();
+        hashes.dedup();
+        assert!(entries >= 20 && hashes.len() <= 4, "{entries} sessions indexed under {} hashes", hashes.len());
+        // A new writer finds them through the index (the cold table, or the
+        // hot level it rebuilds), not its tail.
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
         colliding(&mut f.writer);
         for (i, ack) in first.iter().enumerate() {

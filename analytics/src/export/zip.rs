@@ -134,18 +134,19 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 /// The raw events of the period's hours whose session matches the filters,
 /// in the order received: the order of the `events_site` index, so nothing is
 /// sorted in memory (`streams_without_sorting` checks it). A session is found
-/// through the session index tables (hot, then cold: candidates by the hash of
-/// (site, session id), the session row compared), or among the newest
-/// sessions, which the writer has not indexed yet (analytics::write).
+/// through the cold session index table (candidates by the hash of (site,
+/// session id), the session row compared), or among the newest sessions,
+/// which the writer keeps in its memory until they reach that table
+/// (analytics::write): those above the `cold` mark.
 pub(super) fn events_sql() -> String {
     let h = crate::write::sql_index_key("e.site", "e.session_id");
     format!(
-        "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT seq FROM session_index_low))
+        "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT cold FROM session_index_low))
          SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
          FROM events e
          LEFT JOIN sessions s ON s.seq = coalesce(
              (SELECT c.seq FROM sessions c
-              WHERE c.seq IN (SELECT seq FROM session_index_hot WHERE h = {h} UNION ALL SELECT seq FROM session_index WHERE h = {h})
+              WHERE c.seq IN (SELECT seq FROM session_index WHERE h = {h})
                 AND c.site = e.site AND c.session_id = e.session_id),
              (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))
          WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
@@ -194,8 +195,8 @@ mod tests {
         let now = Utc.with_ymd_and_hms(2026, 11, 20, 9, 0, 0).unwrap();
         let site = testing::site(&mut w, "a.test", now);
         // One session a commit: each commit merges the sessions before it
-        // into the hot index table and moves two on to the cold one, so the
-        // first are in the cold table, the next in the hot one, the last in
+        // into the hot level and moves two on to the cold table, so the
+        // first are in the cold table, the next in the hot level, the last in
         // the writer's tail.
         for i in 0..8 {
             let device = if i % 2 == 0 { Device::Mobile } else { Device::Desktop };
@@ -204,7 +205,7 @@ mod tests {
             g.commit().unwrap();
         }
         let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
-        let (cold, hot) = (count("SELECT count(*) FROM session_index"), count("SELECT count(*) FROM session_index_hot"));
+        let (cold, hot) = (count("SELECT count(*) FROM session_index") as usize, w.hot_entries()[0].len());
         assert!(cold > 0 && hot > 0 && cold + hot < 8, "cold {cold}, hot {hot}, tail {}", 8 - cold - hot);
 
         let day = now.date_naive();

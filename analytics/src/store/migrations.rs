@@ -18,6 +18,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0010_rollup_journal.sql"),
     include_str!("sql/0011_hot_index_tables.sql"),
     include_str!("sql/0012_integer_index_keys.sql"),
+    include_str!("sql/0013_hot_index_level_in_memory.sql"),
 ];
 
 /// The schema version this code writes.
@@ -130,9 +131,9 @@ mod tests {
                 crate::write::sql_index_key("r.site", &format!("r.{key}"))
             );
             assert_eq!((count(&format!("SELECT count(*) FROM {index}")), count(&matching)), (3, 3), "{index}");
-            assert_eq!(count(&format!("SELECT count(*) FROM {index}_hot")), 0);
             assert_eq!(count(&format!("SELECT count(*) FROM {index}_marks")), 0);
             assert_eq!(count(&format!("SELECT seq FROM {index}_low")), count(&format!("SELECT max(seq) FROM {rows}")));
+            assert_eq!(count(&format!("SELECT cold FROM {index}_low")), count(&format!("SELECT max(seq) FROM {rows}")));
         }
         // The writer finds every session and event id where the migration put them.
         let mut writer = store.open_writer(crate::store::Durability::Normal).unwrap();
@@ -150,6 +151,34 @@ mod tests {
         }
         assert_eq!(count("SELECT count(*) FROM sessions"), 3, "a stored session was taken for a new one");
         assert_eq!(count("SELECT count(*) FROM events"), 7);
+    }
+
+    #[test]
+    fn version_13_moves_the_hot_index_tables_into_the_cold_ones() {
+        let mut conn = memory();
+        for (i, sql) in MIGRATIONS[..12].iter().enumerate() {
+            conn.execute_batch(sql).unwrap();
+            conn.pragma_update(None, "user_version", i as i64 + 1).unwrap();
+        }
+        conn.execute_batch(
+            "INSERT INTO session_index (h, seq) VALUES (5, 1);
+             INSERT INTO session_index_hot (h, seq) VALUES (3, 2), (9, 3);
+             INSERT INTO event_id_index_hot (h, seq) VALUES (7, 4);
+             UPDATE session_index_low SET seq = 3;
+             UPDATE event_id_index_low SET seq = 4;",
+        )
+        .unwrap();
+        run(&mut conn).unwrap();
+        let pairs = |sql: &str| -> Vec<(i64, i64)> {
+            conn.prepare(sql).unwrap().query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+        };
+        assert_eq!(pairs("SELECT h, seq FROM session_index ORDER BY h"), [(3, 2), (5, 1), (9, 3)]);
+        assert_eq!(pairs("SELECT h, seq FROM event_id_index"), [(7, 4)]);
+        // Every row up to `low` is now in the cold table.
+        assert_eq!(pairs("SELECT seq, cold FROM session_index_low"), [(3, 3)]);
+        assert_eq!(pairs("SELECT seq, cold FROM event_id_index_low"), [(4, 4)]);
+        let hot: i64 = conn.query_row("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_hot'", [], |r| r.get(0)).unwrap();
+        assert_eq!(hot, 0);
     }
 
     #[test]

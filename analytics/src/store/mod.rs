@@ -135,6 +135,30 @@ pub(crate) mod testing {
         (dir, store)
     }
 
+    /// The index entries of sessions (0) or event ids (1): the cold table's
+    /// and the writer's hot level's.
+    pub fn index_entries(store: &Store, w: &crate::write::Writer, which: usize) -> Vec<(i64, i64)> {
+        let cold = [crate::write::SESSION_TABLES.cold, crate::write::EVENT_ID_TABLES.cold][which];
+        let mut entries = pairs(store, &format!("SELECT h, seq FROM {cold}"));
+        entries.extend(w.hot_entries()[which].iter().copied());
+        entries
+    }
+
+    /// The index key and `seq` of every row of `rows`, in `seq` order.
+    pub fn row_keys(store: &Store, rows: &str, key: &str) -> Vec<(i64, i64)> {
+        pairs(store, &format!("SELECT {}, seq FROM {rows} ORDER BY seq", crate::write::sql_index_key("site", key)))
+    }
+
+    fn pairs(store: &Store, sql: &str) -> Vec<(i64, i64)> {
+        store
+            .read(|c| {
+                let mut s = c.prepare(sql)?;
+                let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+                Ok(v)
+            })
+            .unwrap()
+    }
+
     /// A site (its domain also its name) in a new account "acme", as of `now`.
     pub fn site(writer: &mut crate::write::Writer, domain: &str, now: chrono::DateTime<chrono::Utc>) -> crate::model::Site {
         writer

@@ -6,14 +6,13 @@ use rusqlite::{params, Connection};
 use uuid::Uuid;
 
 use super::key::IndexHasher;
-use super::tail::{Key, Merged, Row, Tables, Tail};
+use super::tail::{Key, Merged, Place, Row, Tables, Tail};
 use crate::Result;
 
 /// Event ids the tail holds before slices are merged into the index (about 5 MB).
 const TAIL_MAX: usize = 32_768;
 
 pub(crate) const TABLES: Tables = Tables {
-    hot: "event_id_index_hot",
     cold: "event_id_index",
     marks: "event_id_index_marks",
     low: "event_id_index_low",
@@ -72,11 +71,11 @@ impl EventIds {
         })
     }
 
-    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
         if !self.loaded {
             return Ok(Merged::default());
         }
-        self.tail.before_commit(conn, first_new)
+        self.tail.before_commit(conn, first_new, gone)
     }
 
     /// Takes in the event ids a committed transaction stored, in `seq` order.
@@ -105,15 +104,21 @@ impl EventIds {
             "SELECT seq, site, client_event_id, id, received_at FROM events
              WHERE seq > ?1 AND client_event_id IS NOT NULL ORDER BY seq",
         )?;
-        let mut rows = stmt.query([marks.low])?;
+        let mut rows = stmt.query([marks.first_unsure()])?;
+        let mut hot = Vec::new();
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
-            if marks.unindexed(key.h, seq) {
-                let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
-                self.tail.push(key, stored);
+            match marks.place(key.h, seq) {
+                Place::Tail => {
+                    let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
+                    self.tail.push(key, stored);
+                }
+                Place::Hot => hot.push((key.h, seq)),
+                Place::Cold => {}
             }
         }
+        self.tail.restore_hot(hot);
         self.loaded = true;
         Ok(())
     }

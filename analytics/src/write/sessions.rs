@@ -8,7 +8,7 @@ use rusqlite::{params, Connection};
 
 use super::key::IndexHasher;
 use super::keyed::ByHash;
-use super::tail::{Key, Merged, Row, Tables, Tail};
+use super::tail::{Key, Merged, Place, Row, Tables, Tail};
 use super::{Names, SessionState};
 use crate::Result;
 
@@ -18,7 +18,6 @@ const TAIL_MAX: usize = 32_768;
 const RECENT_GENERATION: usize = 16_384;
 
 pub(crate) const TABLES: Tables = Tables {
-    hot: "session_index_hot",
     cold: "session_index",
     marks: "session_index_marks",
     low: "session_index_low",
@@ -114,11 +113,11 @@ impl Sessions {
     }
 
     /// Merges slices of the tail into the index if it is full (see [`Tail`]).
-    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>) -> Result<Merged> {
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
         if !self.loaded {
             return Ok(Merged::default());
         }
-        self.tail.before_commit(conn, first_new)
+        self.tail.before_commit(conn, first_new, gone)
     }
 
     /// Takes in what a committed transaction wrote: changed sessions (`new` when
@@ -159,12 +158,18 @@ impl Sessions {
             "SELECT seq, site, session_id, first_hour, device, country, variant, forced, flags
              FROM sessions WHERE seq > ?1 ORDER BY seq",
         )?;
-        let mut rows = stmt.query([marks.low])?;
+        let mut rows = stmt.query([marks.first_unsure()])?;
+        let mut hot = Vec::new();
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
             let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
-            if !marks.unindexed(key.h, seq) {
-                continue;
+            match marks.place(key.h, seq) {
+                Place::Tail => {}
+                Place::Hot => {
+                    hot.push((key.h, seq));
+                    continue;
+                }
+                Place::Cold => continue,
             }
             let state = SessionState {
                 first_hour: r.get(3)?,
@@ -176,6 +181,7 @@ impl Sessions {
             };
             self.tail.push(key, Known { seq, state });
         }
+        self.tail.restore_hot(hot);
         self.loaded = true;
         Ok(())
     }

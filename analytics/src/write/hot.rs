@@ -1,0 +1,161 @@
+//! The hot level of a [`Tail`](super::tail::Tail)'s index, in the writer's
+//! memory: `(h, seq)` pairs, sorted, per slice of the hash's top byte.
+//!
+//! The tail merges its slices into it after each commit, and the writer
+//! moves its keys on into the cold table in key order, a chunk per commit.
+//! Kept in a table, each key cost three B-tree operations more (its insert,
+//! its read for the move and its delete) and the hot pages were about a
+//! quarter of a commit's (BENCHMARKS.md, session 14). Sixteen bytes a key.
+
+use super::tail::{slice_of, SLICES};
+
+pub(super) struct Hot {
+    /// Sorted `(h, seq)` pairs of each slice.
+    slices: Vec<Vec<(i64, i64)>>,
+    /// The smallest `seq` of each slice (`i64::MAX` when empty).
+    oldest: Vec<i64>,
+    len: usize,
+}
+
+impl Default for Hot {
+    fn default() -> Self {
+        Hot { slices: vec![Vec::new(); SLICES], oldest: vec![i64::MAX; SLICES], len: 0 }
+    }
+}
+
+impl Hot {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The rows of the keys with this hash.
+    pub fn seqs(&self, h: i64) -> impl Iterator<Item = i64> + '_ {
+        let keys = &self.slices[usize::from(slice_of(h))];
+        let start = keys.partition_point(|&(k, _)| k < h);
+        keys[start..].iter().take_while(move |&&(k, _)| k == h).map(|&(_, seq)| seq)
+    }
+
+    /// Adds keys to their slice, in any order (a pair already held is kept once).
+    pub fn add(&mut self, slice: usize, rows: &[(i64, i64)]) {
+        let keys = &mut self.slices[slice];
+        let before = keys.len();
+        // Exact: doubling would leave up to half of the level's memory unused.
+        keys.reserve_exact(rows.len());
+        keys.extend_from_slice(rows);
+        keys.sort_unstable();
+        keys.dedup();
+        self.len += keys.len() - before;
+        self.oldest[slice] = keys.iter().map(|k| k.1).min().unwrap_or(i64::MAX);
+    }
+
+    /// Up to `n` keys following `after` in the order of the slices, going
+    /// round to the first slice once.
+    pub fn following(&self, after: (i64, i64), n: usize) -> Vec<(i64, i64)> {
+        let first = usize::from(slice_of(after.0));
+        let (before, rest) = self.slices[first].split_at(self.slices[first].partition_point(|&k| k <= after));
+        let others = (1..SLICES).map(|step| self.slices[(first + step) % SLICES].as_slice());
+        std::iter::once(rest).chain(others).chain(std::iter::once(before)).flatten().copied().take(n).collect()
+    }
+
+    /// Removes keys that [`following`](Self::following) returned.
+    pub fn remove(&mut self, keys: &[(i64, i64)]) {
+        let mut i = 0;
+        while i < keys.len() {
+            let slice = usize::from(slice_of(keys[i].0));
+            // A run of keys next to each other in one slice.
+            let run = 1 + keys[i..].windows(2).take_while(|w| usize::from(slice_of(w[1].0)) == slice && w[1] > w[0]).count();
+            let held = &mut self.slices[slice];
+            let start = held.partition_point(|&k| k < keys[i]);
+            debug_assert_eq!(&held[start..start + run], &keys[i..i + run]);
+            held.drain(start..start + run);
+            // Each slice fills for a whole round of moves and is then emptied:
+            // room kept for its peak would double the level's memory.
+            held.shrink_to_fit();
+            self.len -= run;
+            self.oldest[slice] = held.iter().map(|k| k.1).min().unwrap_or(i64::MAX);
+            i += run;
+        }
+    }
+
+    /// Removes these keys where held (in any order).
+    pub fn forget(&mut self, keys: &[(i64, i64)]) {
+        for &key in keys {
+            let slice = usize::from(slice_of(key.0));
+            let held = &mut self.slices[slice];
+            if let Ok(i) = held.binary_search(&key) {
+                held.remove(i);
+                self.len -= 1;
+                self.oldest[slice] = held.iter().map(|k| k.1).min().unwrap_or(i64::MAX);
+            }
+        }
+    }
+
+    /// The smallest `seq` held.
+    pub fn oldest(&self) -> Option<i64> {
+        self.oldest.iter().copied().min().filter(|&s| s != i64::MAX)
+    }
+
+    /// Every key held, in slice order (tests).
+    #[cfg(test)]
+    pub fn entries(&self) -> Vec<(i64, i64)> {
+        self.slices.iter().flatten().copied().collect()
+    }
+
+    pub fn clear(&mut self) {
+        *self = Hot::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key in slice `slice`, `n`-th in it.
+    fn key(slice: u8, n: i64, seq: i64) -> (i64, i64) {
+        (((u64::from(slice) << 56) | n as u64) as i64, seq)
+    }
+
+    #[test]
+    fn moves_go_round_the_slices_in_order_and_take_each_key_once() {
+        let mut hot = Hot::default();
+        for (seq, slice) in [3u8, 0x80, 0xff, 3, 0x80].into_iter().enumerate() {
+            hot.add(usize::from(slice), &[key(slice, seq as i64, seq as i64 + 10)]);
+        }
+        assert_eq!(hot.len(), 5);
+        assert_eq!(hot.oldest(), Some(10));
+        // From the middle of slice 3: the rest of it, the later slices, then round.
+        let after = key(3, 0, 10);
+        let chunk = hot.following(after, 3);
+        assert_eq!(chunk, [key(3, 3, 13), key(0x80, 1, 11), key(0x80, 4, 14)]);
+        hot.remove(&chunk);
+        let rest = hot.following(*chunk.last().unwrap(), 10);
+        assert_eq!(rest, [key(0xff, 2, 12), key(3, 0, 10)]);
+        hot.remove(&rest);
+        assert_eq!((hot.len(), hot.oldest(), hot.entries()), (0, None, vec![]));
+    }
+
+    #[test]
+    fn a_chunk_that_goes_round_into_its_own_slice_is_removed_whole() {
+        let mut hot = Hot::default();
+        hot.add(7, &[key(7, 5, 1), key(7, 1, 2), key(7, 9, 3)]);
+        // Only slice 7 holds keys: after its second key, the third, then round to the first.
+        let chunk = hot.following(key(7, 5, 1), 3);
+        assert_eq!(chunk, [key(7, 9, 3), key(7, 1, 2), key(7, 5, 1)]);
+        hot.remove(&chunk);
+        assert_eq!(hot.len(), 0);
+    }
+
+    #[test]
+    fn keys_sharing_a_hash_are_all_found_and_forgotten_one_by_one() {
+        let mut hot = Hot::default();
+        let (a, b, c) = (key(1, 4, 20), key(1, 4, 21), key(1, 5, 22));
+        hot.add(1, &[c, b, a, a]);
+        assert_eq!(hot.len(), 3, "a pair added twice is held once");
+        assert_eq!(hot.seqs(a.0).collect::<Vec<_>>(), [20, 21]);
+        hot.forget(&[b, key(2, 4, 21)]);
+        assert_eq!(hot.seqs(a.0).collect::<Vec<_>>(), [20]);
+        assert_eq!((hot.len(), hot.oldest()), (2, Some(20)));
+        hot.forget(&[a]);
+        assert_eq!(hot.oldest(), Some(22));
+    }
+}
