@@ -216,8 +216,8 @@ impl<V: Row> Tail<V> {
 
     /// Puts back, at start-up, rows that [`Marks::place`] placed in the hot level.
     pub fn restore_hot(&mut self, mut rows: Vec<(i64, i64)>) {
-        rows.sort_unstable_by_key(|&(h, seq)| (slice_of(h), h, seq));
-        for run in rows.chunk_by(|a, b| slice_of(a.0) == slice_of(b.0)) {
+        rows.sort_unstable_by_key(|&(h, _)| slice_of(h));
+        for run in rows.chunk_by_mut(|a, b| slice_of(a.0) == slice_of(b.0)) {
             self.hot.add(usize::from(slice_of(run[0].0)), run);
         }
     }
@@ -321,9 +321,9 @@ impl<V: Row> Tail<V> {
             if keys.is_empty() {
                 continue;
             }
-            let rows: Vec<(i64, i64)> = keys.iter().map(|(k, v)| (k.h, v.seq())).collect();
+            let mut rows: Vec<(i64, i64)> = keys.iter().map(|(k, v)| (k.h, v.seq())).collect();
             mark.execute(params![slice, rows.iter().map(|r| r.1).max().unwrap_or(0)])?;
-            self.hot.add(slice, &rows);
+            self.hot.add(slice, &mut rows);
             keys_merged += rows.len();
             left -= rows.len();
             merged.0.push(slice as u16);
