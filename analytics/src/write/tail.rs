@@ -58,7 +58,7 @@ const HOT_MAX: usize = 1 << 18;
 /// (a commit's own latency).
 const DRAIN_CHUNK: usize = 256;
 const MAX_DRAIN: usize = 4096;
-/// Before every (h, seq) of the first slice: where moves start.
+/// Where moves start: before every (h, seq) of its slice.
 const FIRST: (i64, i64) = (i64::MIN, i64::MIN);
 
 /// The tables of one index: `cold (h, seq)`, `marks (slice, seq)`,
