@@ -787,6 +787,12 @@ mod tests {
         assert_eq!(f.writer.hot_entries()[0].len() as i64 + f.count("SELECT count(*) FROM session_index"), 54);
     }
 
+    /// [`small_index_limits`], with room for `hot` keys in each hot level.
+    fn index_limits(writer: &mut super::Writer, tail: usize, hot: usize) {
+        small_index_limits(writer, tail);
+        (writer.sessions.tail.hot_max, writer.event_ids.tail.hot_max) = (hot, hot);
+    }
+
     /// Sends a pageview with a client event id in a session of its own, per name.
     fn send_each(f: &mut Fixture, names: &[String]) {
         for n in names {
@@ -814,16 +820,14 @@ mod tests {
     #[test]
     fn a_restarted_writer_rebuilds_its_hot_level_and_every_key_reaches_the_cold_table_once() {
         let mut f = fixture();
-        small_index_limits(&mut f.writer, 3);
-        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (8, 8);
+        index_limits(&mut f.writer, 3, 8);
         let names: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
         send_each(&mut f, &names);
         let held = f.writer.hot_entries();
         assert!(held.iter().all(|h| h.len() >= 4), "keys in the hot levels: {held:?}");
         // A new writer's memory holds nothing until its first write rebuilds it from the marks.
         f.writer = f.store.open_writer(Durability::Normal).unwrap();
-        small_index_limits(&mut f.writer, 3);
-        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (8, 8);
+        index_limits(&mut f.writer, 3, 8);
         send_each(&mut f, &["new".to_owned()]);
         let rebuilt = f.writer.hot_entries();
         for which in 0..2 {
@@ -845,8 +849,7 @@ mod tests {
     #[test]
     fn keys_of_rows_that_maintenance_deletes_leave_the_hot_level_and_never_reach_the_cold_table() {
         let mut f = fixture();
-        small_index_limits(&mut f.writer, 0);
-        (f.writer.sessions.tail.hot_max, f.writer.event_ids.tail.hot_max) = (100, 100);
+        index_limits(&mut f.writer, 0, 100);
         let names: Vec<String> = (0..10).map(|i| format!("k{i}")).collect();
         send_each(&mut f, &names);
         f.writer.run(|_| Ok(())).unwrap();
@@ -922,8 +925,7 @@ mod tests {
         colliding(&mut f.writer);
         let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| f.send_full(&format!("s{i}"), t, at(9, 0), None, false, Some(id));
         let first: Vec<_> = (0..24).map(|i| send(&mut f, i, EventType::Pageview, &format!("e{i}"))).collect();
-        let mut hashes: Vec<i64> = f.store.read(|c| Ok(c.prepare("SELECT h FROM session_index")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)).unwrap();
-        hashes.extend(f.writer.hot_entries()[0].iter().map(|e| e.0));
+        let mut hashes: Vec<i64> = testing::index_entries(&f.store, &f.writer, 0).iter().map(|e| e.0).collect();
         let entries = hashes.len();
         hashes.sort_unstable();
         hashes.dedup();

@@ -1,8 +1,9 @@
 //! The hot level of a [`Tail`](super::tail::Tail)'s index, in the writer's
 //! memory: `(h, seq)` pairs, sorted, per slice of the hash's top byte.
 //!
-//! The tail merges its slices into it after each commit, and the writer
-//! moves its keys on into the cold table in key order, a chunk per commit.
+//! The tail merges its slices into it when it grows past its limit, and the
+//! writer moves its keys on into the cold table in key order, a chunk per
+//! commit.
 //! Kept in a table, each key cost three B-tree operations more (its insert,
 //! its read for the move and its delete) and the hot pages were about a
 //! quarter of a commit's (BENCHMARKS.md, session 14). Sixteen bytes a key.
@@ -85,7 +86,7 @@ impl Hot {
             // room kept for its peak would double the level's memory.
             held.shrink_to_fit();
             self.len -= run;
-            self.oldest[slice] = held.iter().map(|k| k.1).min().unwrap_or(i64::MAX);
+            self.oldest[slice] = oldest_of(held);
             i += run;
         }
     }
@@ -98,7 +99,7 @@ impl Hot {
             if let Ok(i) = held.binary_search(&key) {
                 held.remove(i);
                 self.len -= 1;
-                self.oldest[slice] = held.iter().map(|k| k.1).min().unwrap_or(i64::MAX);
+                self.oldest[slice] = oldest_of(held);
             }
         }
     }
@@ -117,6 +118,11 @@ impl Hot {
     pub fn clear(&mut self) {
         *self = Hot::default();
     }
+}
+
+/// The smallest `seq` of a slice's keys, `i64::MAX` when it has none.
+fn oldest_of(keys: &[(i64, i64)]) -> i64 {
+    keys.iter().map(|k| k.1).min().unwrap_or(i64::MAX)
 }
 
 /// Where the first key of a slice at or after `h` is. The keys of a slice

@@ -222,7 +222,7 @@ impl<V: Row> Tail<V> {
         }
     }
 
-    /// Reads the marks, to rebuild the tail from the rows they do not cover.
+    /// Reads the marks, to rebuild the tail and the hot level from the rows they do not cover.
     pub fn marks(&self, conn: &Connection) -> Result<Marks> {
         let t = self.tables;
         let (low, cold) = conn.query_row(&format!("SELECT seq, cold FROM {}", t.low), [], |r| Ok((r.get(0)?, r.get(1)?)))?;
