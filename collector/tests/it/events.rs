@@ -82,6 +82,31 @@ fn track_answers_201_with_a_uuid_v7_and_received_at() {
     assert!(id2 > id1, "v7 ids grow with time: {id1} then {id2}");
 }
 
+/// A client may close its side of the connection once it has sent its event
+/// (a half-close, as some beacons and proxies do): the event is still stored
+/// and answered.
+#[test]
+fn a_client_that_half_closes_after_sending_still_gets_its_answer() {
+    use std::io::{Read, Write};
+    let app = TestApp::spawn();
+    let site = id(&app.create_site(DOMAIN, "UTC"));
+    let body = event(&site, "half-closed-session", "pageview", json!({})).to_string();
+    let mut stream = std::net::TcpStream::connect(app.base.trim_start_matches("http://")).unwrap();
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    write!(
+        stream,
+        "POST /v1/events/track HTTP/1.1\r\nHost: collector\r\nOrigin: {ORIGIN}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201 "), "{answer}");
+    let stored = list(&app, &site, "");
+    assert_eq!(session_ids(&stored), ["half-closed-session"], "{stored}");
+}
+
 #[test]
 fn the_v1_e_alias_ingests_like_track() {
     let app = TestApp::spawn();
