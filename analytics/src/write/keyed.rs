@@ -69,6 +69,11 @@ impl<V> ByHash<V> {
         self.map.len() + self.clashes.len()
     }
 
+    /// Entries the map holds room for.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -61,6 +61,11 @@ impl Deltas {
         }
     }
 
+    /// Entries the largest of its maps holds room for.
+    pub fn capacity(&self) -> usize {
+        self.rollups.capacity().max(self.counts.capacity()).max(self.raw.capacity())
+    }
+
     pub fn clear(&mut self) {
         self.rollups.clear();
         self.counts.clear();
