@@ -62,6 +62,14 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::future::Future<Output = ()>) {
     let routes = api::routes(ctx.clone());
     let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // While a request waits (an event for its commit), hyper would read the
+    // socket to notice a client gone mid-request and cancel the handler:
+    // a system call per request, and a fresh 8 KB read buffer, as the
+    // waiting request still holds views into the old one (BENCHMARKS.md,
+    // session 16). A client that leaves is noticed when its answer is
+    // written instead; an event queued for the writer is stored either way.
+    builder.http1().half_close(true);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -84,14 +92,6 @@ async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::fu
                 async move { Ok::<_, Infallible>(gateway::handle(ctx, routes, peer, req).await) }
             })
         };
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        // While a request waits (an event for its commit), hyper would read the
-        // socket to notice a client gone mid-request and cancel the handler:
-        // a system call per request, and a fresh 8 KB read buffer, as the
-        // waiting request still holds views into the old one (BENCHMARKS.md,
-        // session 16). A client that leaves is noticed when its answer is
-        // written instead; an event queued for the writer is stored either way.
-        builder.http1().half_close(true);
         let conn = graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
         tokio::spawn(async move {
             if let Err(e) = conn.await {
