@@ -14,9 +14,14 @@ fn main() {
     // copied from another checkout must not embed that checkout's files.
     let root = Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..");
     let mut out = String::new();
-    for dir in ["sdk-wasm", "www-demo"] {
-        println!("cargo:rerun-if-changed={}", root.join(dir).display());
-    }
+    // Only the SDK's dist/ is embedded: rebuilding the SDK's package or sources
+    // alone must not rebuild the collector. A path that does not exist would
+    // make Cargo run this script on every build, so until dist/ exists its
+    // parent is watched, where it will appear.
+    let dist = root.join("sdk-wasm/dist");
+    let sdk_watch = if dist.is_dir() { dist.clone() } else { root.join("sdk-wasm") };
+    println!("cargo:rerun-if-changed={}", sdk_watch.display());
+    println!("cargo:rerun-if-changed={}", root.join("www-demo").display());
     let bait = root.join("tests/filter-lists/bait.json");
     println!("cargo:rerun-if-changed={}", bait.display());
 
@@ -28,7 +33,6 @@ fn main() {
         .expect("bait.json has a request_path");
     writeln!(out, "pub const BAIT_PATH: &str = {path:?};").unwrap();
 
-    let dist = root.join("sdk-wasm/dist");
     let named = |ext: &str| -> Option<PathBuf> {
         std::fs::read_dir(&dist).ok()?.flatten().map(|e| e.path()).find(|p| {
             p.extension().is_some_and(|e| e == ext) && p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("postern-"))
