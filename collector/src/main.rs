@@ -59,7 +59,18 @@ fn tune_allocator() {
     }
 }
 
+/// One worker (the default on two CPUs) is a current-thread runtime: the main
+/// thread serves HTTP and runs the jobs. A multi-thread runtime with one
+/// worker served ~5 % fewer durable requests per second (BENCHMARKS.md,
+/// session 18).
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let config = config::Config::from_args(args)?;
-    tokio::runtime::Builder::new_multi_thread().worker_threads(config.workers).enable_all().build()?.block_on(startup::run(config))
+    let mut runtime = if config.workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut multi = tokio::runtime::Builder::new_multi_thread();
+        multi.worker_threads(config.workers);
+        multi
+    };
+    runtime.enable_all().build()?.block_on(startup::run(config))
 }
