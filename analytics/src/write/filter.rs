@@ -17,7 +17,7 @@ use std::sync::mpsc;
 
 use rusqlite::{Connection, OpenFlags};
 
-/// Bits per key the filter is sized for, and bits set per key: about 5 % of
+/// Bits per key the filter is sized for, and bits set per key: about 6 % of
 /// missing keys still searched at capacity.
 const BITS_PER_KEY: usize = 6;
 const HASHES: u64 = 4;
@@ -27,10 +27,19 @@ const MIN_KEYS: usize = 1 << 18;
 const SCAN_CHUNK: usize = 50_000;
 
 struct Bloom {
-    bits: Vec<u64>,
+    blocks: Vec<Block>,
     keys: usize,
     capacity: usize,
 }
+
+/// One cache line of bits. All of a key's bits lie in one block, so an insert
+/// or a lookup touches one line of memory instead of one per hash: in a filter
+/// of millions of keys each of those was a cache miss.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Block([u64; 8]);
+
+const BLOCK_BITS: usize = 512;
 
 impl Bloom {
     fn with_capacity(keys: usize) -> Bloom {
@@ -38,26 +47,34 @@ impl Bloom {
     }
 
     fn sized(capacity: usize) -> Bloom {
-        Bloom { bits: vec![0; (capacity * BITS_PER_KEY).div_ceil(64)], keys: 0, capacity }
+        Bloom { blocks: vec![Block::default(); (capacity * BITS_PER_KEY).div_ceil(BLOCK_BITS)], keys: 0, capacity }
     }
 
     fn insert(&mut self, h: u64) {
-        for p in positions(self.bits.len() * 64, h) {
-            self.bits[p / 64] |= 1 << (p % 64);
+        let i = block_of(self.blocks.len(), h);
+        let block = &mut self.blocks[i].0;
+        for p in bits_of(h) {
+            block[p / 64] |= 1 << (p % 64);
         }
         self.keys += 1;
     }
 
     fn may_hold(&self, h: u64) -> bool {
-        positions(self.bits.len() * 64, h).all(|p| self.bits[p / 64] & (1 << (p % 64)) != 0)
+        let block = &self.blocks[block_of(self.blocks.len(), h)].0;
+        bits_of(h).all(|p| block[p / 64] & (1 << (p % 64)) != 0)
     }
 }
 
-/// Bit positions by double hashing of a key's index hash (a keyed SipHash,
-/// already uniform), each mapped onto `n` bits without a division.
-fn positions(n: usize, h: u64) -> impl Iterator<Item = usize> {
-    let step = h.rotate_left(32) | 1;
-    (0..HASHES).map(move |i| ((u128::from(h.wrapping_add(i.wrapping_mul(step))) * n as u128) >> 64) as usize)
+/// A key's block, from all of its index hash (a keyed SipHash, already
+/// uniform) mapped onto `n` blocks without a division.
+fn block_of(n: usize, h: u64) -> usize {
+    ((u128::from(h) * n as u128) >> 64) as usize
+}
+
+/// A key's bits in its block: four 9-bit fields of the hash's low bits, which
+/// the block's choice hardly depends on.
+fn bits_of(h: u64) -> impl Iterator<Item = usize> {
+    (0..HASHES).map(move |i| ((h >> (9 * i)) as usize) % BLOCK_BITS)
 }
 
 enum State {
@@ -163,7 +180,7 @@ impl Filter {
                 tracing::info!(
                     keys = bloom.keys,
                     capacity = bloom.capacity,
-                    kib = bloom.bits.len() * 8 / 1024,
+                    kib = bloom.blocks.len() * BLOCK_BITS / 8 / 1024,
                     seconds = started.elapsed().as_secs_f64(),
                     table = self.table,
                     "index filter ready"
@@ -273,7 +290,7 @@ mod tests {
         }
         assert!(keys.iter().all(|&h| b.may_hold(h)));
         let false_positives = (0..100_000).filter(|i| b.may_hold(hash(2, &format!("other-{i}")))).count();
-        // About 5.6 % at capacity with 6 bits and 4 hashes per key.
+        // About 6 % at capacity with 6 bits and 4 hashes per key in blocks of 512 bits.
         assert!(false_positives < 8_000, "{false_positives} false positives in 100000");
     }
 
