@@ -39,7 +39,7 @@ struct Bloom {
 #[repr(C, align(64))]
 struct Block([u64; 8]);
 
-const BLOCK_BITS: usize = 512;
+const BLOCK_BITS: usize = 8 * std::mem::size_of::<Block>();
 
 impl Bloom {
     fn with_capacity(keys: usize) -> Bloom {
