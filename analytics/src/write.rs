@@ -256,15 +256,19 @@ fn take_gone(conn: &Connection) -> Result<[Vec<(i64, i64)>; 2]> {
 impl Group<'_> {
     /// Stores events and updates sessions and rollups; one answer per event, in order.
     pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
-        let (scratch, staged, sessions, event_ids) = (&mut self.scratch, &self.staged, &mut *self.sessions, &mut *self.event_ids);
-        scratch.clear();
-        let mut run = |conn: &Connection| {
-            events.iter().map(|e| ingest_one(conn, e, scratch, staged, sessions, event_ids)).collect::<Result<Vec<_>>>()
-        };
+        let (sessions, event_ids) = (&mut *self.sessions, &mut *self.event_ids);
         // One event writes one row with one statement, which SQLite undoes
-        // on its own when it fails: a savepoint would only copy the pages it
-        // touches into the sub-journal.
-        let acks = if events.len() == 1 { run(&self.tx)? } else { in_savepoint(&self.tx, run)? };
+        // on its own when it fails, and stages nothing before that statement
+        // has succeeded: neither a savepoint (which would only copy the pages
+        // it touches into the sub-journal) nor the scratch is needed.
+        if let [e] = events {
+            return Ok(vec![ingest_one(&self.tx, e, &mut self.staged, None, sessions, event_ids)?]);
+        }
+        let (scratch, staged) = (&mut self.scratch, &self.staged);
+        scratch.clear();
+        let acks = in_savepoint(&self.tx, |conn| {
+            events.iter().map(|e| ingest_one(conn, e, scratch, Some(staged), sessions, event_ids)).collect::<Result<Vec<_>>>()
+        })?;
         self.staged.merge(&mut self.scratch);
         Ok(acks)
     }
@@ -409,17 +413,20 @@ fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
+/// Stores one event, staging its changes in `mine`; `group` is what the
+/// group staged before, when that is not `mine`. Nothing is staged unless the
+/// event's row was written.
 fn ingest_one(
     conn: &Connection,
     e: &NewEvent,
     mine: &mut Staged,
-    group: &Staged,
+    group: Option<&Staged>,
     sessions: &mut Sessions,
     event_ids: &mut EventIds,
 ) -> Result<Ack> {
     let event_key: Option<SessionKey> = e.client_event_id.as_deref().map(|id| event_ids.key(e.site_seq, id));
     if let Some(key) = &event_key {
-        let existing = match mine.event_ids.get(key).or_else(|| group.event_ids.get(key)) {
+        let existing = match mine.event_ids.get(key).or_else(|| group.and_then(|g| g.event_ids.get(key))) {
             Some(s) => Some(*s),
             None => event_ids.get(conn, key)?,
         };
@@ -435,7 +442,7 @@ fn ingest_one(
     let id = event_id(e.received_at);
     let hour = hour_of(e.occurred_at);
     let key = sessions.key(e.site_seq, &e.session_id);
-    let (seq, old) = match mine.sessions.get(&key).or_else(|| group.sessions.get(&key)) {
+    let (seq, old) = match mine.sessions.get(&key).or_else(|| group.and_then(|g| g.sessions.get(&key))) {
         Some(p) => (p.seq, Some(p.state.clone())),
         None => match sessions.get(conn, &key)? {
             Some(k) => (Some(k.seq), Some(k.state)),
@@ -1101,6 +1108,32 @@ mod tests {
         g.ingest(&[second]).unwrap();
         g.commit().unwrap();
         assert_eq!(rollup_totals(&f.store), (1, 1));
+    }
+
+    #[test]
+    fn an_event_whose_row_cannot_be_written_leaves_nothing_staged() {
+        let mut f = fixture();
+        f.writer
+            .conn
+            .execute_batch("CREATE TEMP TRIGGER refuse BEFORE INSERT ON main.events WHEN new.session_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END")
+            .unwrap();
+        let event = |session: &str, id: &str| NewEvent {
+            event_type: EventType::AdblockDetected,
+            client_event_id: Some(id.into()),
+            ..testing::pageview(&f.site, session, at(9, 0))
+        };
+        let mut g = f.writer.begin().unwrap();
+        g.ingest(&[event("good", "e1")]).unwrap();
+        assert!(g.ingest(&[event("bad", "e2")]).is_err(), "one event");
+        assert!(g.ingest(&[event("good-too", "e3"), event("bad", "e4")]).is_err(), "a batch");
+        g.commit().unwrap();
+        assert_eq!((f.count("SELECT count(*) FROM events"), f.count("SELECT count(*) FROM sessions")), (1, 1));
+        assert_eq!(rollup_totals(&f.store), (1, 1));
+        // Their event ids were not taken as stored: sent again, they are.
+        f.writer.conn.execute_batch("DROP TRIGGER temp.refuse").unwrap();
+        assert!(!f.send_full("bad", EventType::Pageview, at(9, 5), None, false, Some("e2")).duplicate);
+        assert!(!f.send_full("good-too", EventType::Pageview, at(9, 5), None, false, Some("e3")).duplicate);
+        assert_eq!(rollup_totals(&f.store), (3, 1));
     }
 
     #[test]
