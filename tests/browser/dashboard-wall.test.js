@@ -5,6 +5,7 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
+const { isDeepStrictEqual } = require('node:util');
 const h = require('./harness');
 const d = require('./dashboard');
 
@@ -32,6 +33,20 @@ async function previewShowing(page, title) {
     const shown = await h.inWall(page, function () { return this.querySelector('h2').textContent; });
     return shown === title ? frame : null;
   }, { timeout: 20000 });
+}
+
+/**
+ * Waits until the preview's wall looks like `expected`: the preview reloads
+ * after each change of the form, and the frame that showed the right title
+ * may be replaced a moment later.
+ */
+async function wallShows(page, expected) {
+  let last;
+  try {
+    await h.eventually(async () => isDeepStrictEqual((last = await wallState(page)), expected), { timeout: 20000 });
+  } catch {
+    assert.deepEqual(last, expected);
+  }
 }
 
 /** What the preview's wall looks like, read inside its closed shadow root. */
@@ -63,7 +78,7 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
 
   // The saved wall first, as the SDK draws it.
   await previewShowing(page, first.title);
-  assert.deepEqual(await wallState(page), {
+  await wallShows(page, {
     title: first.title, body: first.body, banner: saved.kind === 'banner', modal: String(saved.kind !== 'banner'), dismissible: saved.kind !== 'hard',
     ...DEFAULT_COLORS,
   });
@@ -80,7 +95,7 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
     title: 'Ads keep the Courier free', body: first.body, banner: true, modal: 'false', dismissible: true,
     background: 'rgb(255, 248, 225)', text: DEFAULT_COLORS.text, accent: 'rgb(138, 28, 28)',
   };
-  assert.deepEqual(await wallState(page), edited);
+  await wallShows(page, edited);
   assert.equal(await page.evaluate(() => document.activeElement.id), 'v0-title', 'the preview did not take the focus');
   assert.equal((await postern.api(`/v1/sites/${postern.siteId}`)).wall.kind, saved.kind, 'nothing is saved yet');
   await h.screenshot(page, 'dashboard-wall-preview-desktop');
@@ -89,7 +104,8 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   const second = saved.variants[1];
   await page.getByLabel('Variant shown').selectOption(second.name);
   await previewShowing(page, second.title);
-  assert.equal((await wallState(page)).banner, true, 'the draft kind applies to every variant');
+  // The draft kind applies to every variant.
+  await h.eventually(async () => (await wallState(page))?.banner, { timeout: 20000 });
 
   // A hard wall has no dismiss link.
   await page.getByLabel('Kind').selectOption('hard');
@@ -108,7 +124,7 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   assert.equal(await page.getByLabel('Button colour').inputValue(), '#8a1c1c');
   await page.getByLabel('Variant shown').selectOption(first.name);
   await previewShowing(page, 'Ads keep the Courier free');
-  assert.deepEqual(await wallState(page), { ...edited, banner: false, modal: 'true', dismissible: false });
+  await wallShows(page, { ...edited, banner: false, modal: 'true', dismissible: false });
   const config = await (await fetch(`${postern.url}/v1/sdk/sites/${postern.siteId}/config`)).json();
   assert.equal(config.wall.kind, 'hard');
   assert.equal(config.wall.variants[0].title, 'Ads keep the Courier free');
