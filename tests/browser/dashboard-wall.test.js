@@ -36,17 +36,19 @@ async function previewShowing(page, title) {
 }
 
 /**
- * Waits until the preview's wall looks like `expected`: the preview reloads
- * after each change of the form, and the frame that showed the right title
- * may be replaced a moment later.
+ * The preview's wall once `accept` holds for it, else the last state read:
+ * the preview reloads after each change of the form, and the frame that
+ * showed the right title may be replaced a moment later.
  */
-async function wallShows(page, expected) {
+async function settledWall(page, accept) {
   let last;
-  try {
-    await h.eventually(async () => isDeepStrictEqual((last = await wallState(page)), expected), { timeout: 20000 });
-  } catch {
-    assert.deepEqual(last, expected);
-  }
+  await h.eventually(async () => accept((last = await wallState(page))), { timeout: 20000 }).catch(() => {});
+  return last;
+}
+
+/** Asserts that the preview's wall looks like `expected`, once it has settled. */
+async function wallShows(page, expected) {
+  assert.deepEqual(await settledWall(page, (s) => isDeepStrictEqual(s, expected)), expected);
 }
 
 /** What the preview's wall looks like, read inside its closed shadow root. */
@@ -104,8 +106,7 @@ test('the wall editor previews the unsaved wall with the real SDK, then saves it
   const second = saved.variants[1];
   await page.getByLabel('Variant shown').selectOption(second.name);
   await previewShowing(page, second.title);
-  // The draft kind applies to every variant.
-  await h.eventually(async () => (await wallState(page))?.banner, { timeout: 20000 });
+  assert.equal((await settledWall(page, (s) => s?.banner))?.banner, true, 'the draft kind applies to every variant');
 
   // A hard wall has no dismiss link.
   await page.getByLabel('Kind').selectOption('hard');
