@@ -32,7 +32,7 @@ pub(crate) use sessions::TABLES as SESSION_TABLES;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use rusqlite::{params, Connection, Transaction};
+use rusqlite::{params, CachedStatement, Connection};
 use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
@@ -111,10 +111,12 @@ impl Writer {
         // another write connection (the outbox sender, the alerts job) commits.
         // A deferred transaction that read first would instead fail at once
         // with "database is locked" when it tries to write after such a commit.
-        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let tx = Tx::begin_immediate(&self.conn)?;
+        let insert_event = self.conn.prepare_cached(INSERT_EVENT)?;
         let [staged, scratch] = std::mem::take(&mut self.spare);
         Ok(Group {
             tx,
+            insert_event,
             sessions: &mut self.sessions,
             event_ids: &mut self.event_ids,
             journaled_since: &mut self.journaled_since,
@@ -203,7 +205,10 @@ type Written = Vec<(SessionKey, Known, bool)>;
 /// A transaction shared by several commands. Each command runs in its own
 /// savepoint, so one failing command leaves the others' work in place.
 pub struct Group<'a> {
-    tx: Transaction<'a>,
+    tx: Tx<'a>,
+    /// Taken from the connection's statement cache once per group rather than
+    /// once per event (a hash of the statement's text, twice, each time).
+    insert_event: CachedStatement<'a>,
     sessions: &'a mut Sessions,
     event_ids: &'a mut EventIds,
     journaled_since: &'a mut Option<Instant>,
@@ -262,12 +267,15 @@ impl Group<'_> {
         // has succeeded: neither a savepoint (which would only copy the pages
         // it touches into the sub-journal) nor the scratch is needed.
         if let [e] = events {
-            return Ok(vec![ingest_one(&self.tx, e, &mut self.staged, None, sessions, event_ids)?]);
+            return Ok(vec![ingest_one(&self.tx, &mut self.insert_event, e, &mut self.staged, None, sessions, event_ids)?]);
         }
-        let (scratch, staged) = (&mut self.scratch, &self.staged);
+        let (scratch, staged, insert) = (&mut self.scratch, &self.staged, &mut self.insert_event);
         scratch.clear();
         let acks = in_savepoint(&self.tx, |conn| {
-            events.iter().map(|e| ingest_one(conn, e, scratch, Some(staged), sessions, event_ids)).collect::<Result<Vec<_>>>()
+            events
+                .iter()
+                .map(|e| ingest_one(conn, insert, e, scratch, Some(staged), sessions, event_ids))
+                .collect::<Result<Vec<_>>>()
         })?;
         self.staged.merge(&mut self.scratch);
         Ok(acks)
@@ -383,6 +391,46 @@ impl SessionState {
     }
 }
 
+/// A group's transaction. Its `BEGIN`, `COMMIT` and `ROLLBACK` are prepared
+/// once per connection, where rusqlite's `Transaction` parses them every time.
+struct Tx<'a> {
+    conn: &'a Connection,
+    committed: bool,
+}
+
+impl<'a> Tx<'a> {
+    fn begin_immediate(conn: &'a Connection) -> Result<Tx<'a>> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Tx { conn, committed: false })
+    }
+
+    fn commit(mut self) -> Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for Tx<'_> {
+    /// Rolls back a transaction that did not commit, unless SQLite already
+    /// has (after some I/O errors it does so on its own).
+    fn drop(&mut self) {
+        if !self.committed && !self.conn.is_autocommit() {
+            if let Err(e) = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([])) {
+                tracing::error!(error = %e, "cannot roll back a group transaction");
+            }
+        }
+    }
+}
+
 /// Runs `f` in a savepoint: released when `f` succeeds, rolled back when it
 /// fails. The statements are prepared once per connection, not parsed per
 /// command as rusqlite's `Savepoint` does.
@@ -413,11 +461,16 @@ fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
+const INSERT_EVENT: &str = "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country,
+                                         client_event_id, occurred_at, received_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+
 /// Stores one event, staging its changes in `mine`; `group` is what the
 /// group staged before, when that is not `mine`. Nothing is staged unless the
 /// event's row was written.
 fn ingest_one(
     conn: &Connection,
+    insert_event: &mut CachedStatement<'_>,
     e: &NewEvent,
     mine: &mut Staged,
     group: Option<&Staged>,
@@ -468,12 +521,7 @@ fn ingest_one(
         }
     }
 
-    conn.prepare_cached(
-        "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country,
-                             client_event_id, occurred_at, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
+    insert_event.execute(params![
         id.hyphenated().encode_lower(&mut Uuid::encode_buffer()) as &str,
         e.site_seq,
         e.session_id,
