@@ -27,9 +27,43 @@ use crate::metrics::Metrics;
 type Job = Box<dyn FnOnce(&mut Group<'_>) -> Finish + Send>;
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 
-enum Msg {
+type Reply = oneshot::Sender<Result<Vec<Ack>, ApiError>>;
+
+/// What a group runs. Events to store, the job of every ingestion request,
+/// travel as plain data rather than as two boxed closures.
+enum Work {
+    Ingest(Vec<NewEvent>, Reply),
     Job(Job),
+}
+
+enum Msg {
+    Work(Work),
     Stop,
+}
+
+/// A job that ran in a group, waiting for the commit's outcome.
+enum Ran {
+    Ingest(analytics::Result<Vec<Ack>>, Reply),
+    Job(Finish),
+}
+
+impl Ran {
+    fn answer(self, commit: &Result<(), String>) {
+        match self {
+            Ran::Ingest(outcome, reply) => {
+                let result = match commit {
+                    Ok(()) => outcome.map_err(ApiError::from),
+                    Err(e) => Err(not_committed(e)),
+                };
+                let _ = reply.send(result);
+            }
+            Ran::Job(finish) => finish(commit.clone()),
+        }
+    }
+}
+
+fn not_committed(e: &str) -> ApiError {
+    ApiError::unavailable(format!("the write could not be committed: {e}"))
 }
 
 /// Most jobs one group transaction takes.
@@ -55,7 +89,7 @@ pub struct WriterThread {
 }
 
 /// A committed (or failed) group's answers.
-type Answers = (Vec<Finish>, Result<(), String>);
+type Answers = (Vec<Ran>, Result<(), String>);
 
 pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
     let writer = store.open_writer(durability)?;
@@ -67,9 +101,9 @@ pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Ar
         .spawn(move || run(writer, rx, &answers_tx, &thread_metrics))
         .map_err(|e| analytics::Error::Conflict(format!("cannot start the writer thread: {e}")))?;
     let answers = tokio::spawn(async move {
-        while let Some((finishers, commit)) = answers_rx.recv().await {
-            for finish in finishers {
-                finish(commit.clone());
+        while let Some((ran, commit)) = answers_rx.recv().await {
+            for job in ran {
+                job.answer(&commit);
             }
         }
     });
@@ -93,7 +127,9 @@ impl WriterHandle {
     /// Stores events; answers once they are committed.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<Ack>, ApiError> {
         let n = events.len() as u64;
-        let acks = self.submit(move |group| group.ingest(&events)).await?;
+        let (reply_tx, reply_rx) = oneshot::channel();
+        self.send(Work::Ingest(events, reply_tx))?;
+        let acks = reply_rx.await.unwrap_or_else(|_| Err(not_sent()))?;
         self.metrics.events_ingested.fetch_add(n, Ordering::Relaxed);
         let duplicates = acks.iter().filter(|a| a.duplicate).count() as u64;
         self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
@@ -129,7 +165,7 @@ impl WriterHandle {
             }
             Box::new(|_| {})
         });
-        let _ = self.tx.try_send(Msg::Job(job));
+        let _ = self.tx.try_send(Msg::Work(Work::Job(job)));
     }
 
     async fn submit<T, F>(&self, f: F) -> Result<T, ApiError>
@@ -143,16 +179,20 @@ impl WriterHandle {
             Box::new(move |commit: Result<(), String>| {
                 let result = match commit {
                     Ok(()) => outcome,
-                    Err(e) => Err(ApiError::unavailable(format!("the write could not be committed: {e}"))),
+                    Err(e) => Err(not_committed(&e)),
                 };
                 let _ = reply_tx.send(result);
             })
         });
-        self.tx.try_send(Msg::Job(job)).map_err(|e| match e {
+        self.send(Work::Job(job))?;
+        reply_rx.await.unwrap_or_else(|_| Err(not_sent()))
+    }
+
+    fn send(&self, work: Work) -> Result<(), ApiError> {
+        self.tx.try_send(Msg::Work(work)).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => ApiError::unavailable("the collector is overloaded, retry shortly"),
             mpsc::error::TrySendError::Closed(_) => ApiError::unavailable("the collector is shutting down"),
-        })?;
-        reply_rx.await.unwrap_or_else(|_| Err(ApiError::unavailable("the write was not committed")))
+        })
     }
 
     pub fn queue_depth(&self) -> usize {
@@ -160,17 +200,21 @@ impl WriterHandle {
     }
 }
 
+fn not_sent() -> ApiError {
+    ApiError::unavailable("the write was not committed")
+}
+
 fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::UnboundedSender<Answers>, metrics: &Metrics) {
-    let mut jobs: Vec<Job> = Vec::new();
+    let mut jobs: Vec<Work> = Vec::new();
     let mut stop = false;
     while !stop {
         match rx.blocking_recv() {
-            Some(Msg::Job(job)) => jobs.push(job),
+            Some(Msg::Work(work)) => jobs.push(work),
             Some(Msg::Stop) | None => break,
         }
         while jobs.len() < MAX_GROUP_JOBS {
             match rx.try_recv() {
-                Ok(Msg::Job(job)) => jobs.push(job),
+                Ok(Msg::Work(work)) => jobs.push(work),
                 Ok(Msg::Stop) => {
                     stop = true;
                     break;
@@ -189,14 +233,20 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::Unbounde
                 continue;
             }
         };
-        let finishers: Vec<Finish> = jobs.drain(..).map(|job| job(&mut group)).collect();
+        let ran: Vec<Ran> = jobs
+            .drain(..)
+            .map(|work| match work {
+                Work::Ingest(events, reply) => Ran::Ingest(group.ingest(&events), reply),
+                Work::Job(job) => Ran::Job(job(&mut group)),
+            })
+            .collect();
         let commit = if rx.len() >= BUSY_QUEUE { group.commit_busy() } else { group.commit() };
         let commit = commit.map_err(|e| {
             tracing::error!(error = %e, "commit failed");
             e.to_string()
         });
-        metrics.record_commit(started.elapsed(), finishers.len());
+        metrics.record_commit(started.elapsed(), ran.len());
         // Fails only once the runtime is gone: nobody waits for these answers.
-        let _ = answers.send((finishers, commit));
+        let _ = answers.send((ran, commit));
     }
 }
