@@ -997,12 +997,23 @@ mod tests {
         // The first lookups start the builds.
         f.send_full("warm-up-session", EventType::Pageview, at(9, 0), None, false, Some("ff-warm-up"));
         assert!(f.writer.sessions.tail.wait_for_filter() && f.writer.event_ids.tail.wait_for_filter());
+        let mut second = Vec::new();
         for (i, id) in ids.iter().enumerate() {
             let again = send(&mut f, i, EventType::Pageview, id);
             assert!(again.duplicate && again.id == first[i].id, "{id} was not found");
-            assert!(!send(&mut f, i, EventType::AdblockDetected, &format!("{id}-2")).duplicate);
+            let ack = send(&mut f, i, EventType::AdblockDetected, &format!("{id}-2"));
+            assert!(!ack.duplicate);
+            second.push(ack);
         }
-        assert_eq!(rollup_totals(&f.store), (21, 20), "a stored session was counted again");
+        // Keys stored once the filters were ready: in the tail, merged into
+        // the hot level or moved on to the cold table since.
+        for (i, id) in ids.iter().enumerate() {
+            let again = send(&mut f, i, EventType::Pageview, &format!("{id}-2"));
+            assert!(again.duplicate && again.id == second[i].id, "{id}-2 was not found");
+        }
+        let brand_new = f.send_full("brand-new-session", EventType::Pageview, at(9, 0), None, false, Some("brand-new-id"));
+        assert!(!brand_new.duplicate);
+        assert_eq!(rollup_totals(&f.store), (22, 20), "a stored session was counted again");
     }
 
     #[test]

@@ -55,6 +55,9 @@ impl EventIds {
     /// The stored event with this (site, client event id), if any.
     pub fn get(&mut self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         self.ensure_loaded(conn)?;
+        if !self.tail.may_hold(conn, key) {
+            return Ok(None);
+        }
         if let Some(s) = self.tail.get(key) {
             return Ok(Some(*s));
         }

@@ -1,17 +1,19 @@
-//! Which keys an index table may hold, so that looking up a key it does not
-//! hold costs no B-tree search.
+//! Which keys an index may hold in any of its levels (the writer's tail, the
+//! hot level, the cold table), so that looking up a key new to the store costs
+//! neither a search of the writer's maps nor a B-tree search.
 //!
 //! Nearly every event brings a new client event id, and many a new session:
-//! each was searched for in its index table (a random leaf page, often read
-//! from the file) only to be missing, about a fifth of the writer's time. A
-//! Bloom filter of the table's keys answers "certainly not there" for all
-//! but a few per cent of them.
+//! each was searched for in the tail's map, the hot level and the cold table
+//! (a random leaf page, often read from the file) only to be missing. A Bloom
+//! filter of every key of the index answers "certainly not there" for all but
+//! a few per cent of them.
 //!
-//! The filter is built from the table by a background thread at start-up
-//! (and again when it fills up); until it is ready every lookup searches, as
-//! before. Keys merged into the table meanwhile are kept and added when it
-//! arrives. A filter only ever errs towards searching: keys deleted from the
-//! table stay in it, and keys of a merge that did not commit are added anyway.
+//! The filter is built from the cold table by a background thread at start-up
+//! (and again when it fills up), with the keys the writer held in memory when
+//! the build started; until it is ready every lookup searches, as before. Keys
+//! that reach the index meanwhile are kept and added when it arrives. A
+//! filter only ever errs towards searching: deleted keys stay in it, and keys
+//! of a transaction that did not commit may be added anyway.
 
 use std::sync::mpsc;
 
@@ -94,15 +96,21 @@ fn bits_of(h: u64) -> impl Iterator<Item = usize> {
 enum State {
     /// Not started yet, or impossible (a database without a file).
     Idle,
-    /// A thread builds it from the table; `since` are the keys merged meanwhile.
+    /// A thread builds it from the table; `since` are the keys recorded meanwhile.
     Building { built: mpsc::Receiver<rusqlite::Result<Bloom>>, since: Vec<u64>, started: std::time::Instant },
     Ready(Bloom),
     /// Building failed: every lookup searches.
     Off,
 }
 
+/// The keys of an index held in the writer's memory rather than in its table.
+pub(super) trait Held {
+    fn count(&self) -> usize;
+    fn each(&self, f: impl FnMut(u64));
+}
+
 pub(super) struct Filter {
-    /// The index table.
+    /// The cold table.
     table: &'static str,
     /// One chunk of the index table's hashes, after a given entry, in order.
     scan: String,
@@ -118,36 +126,33 @@ impl Filter {
         }
     }
 
-    /// False when the table certainly does not hold the key.
+    /// False when the index certainly does not hold the key.
     ///
     /// Builds start here, never in [`Filter::add`]: a lookup runs before its
-    /// transaction merges anything, so every key merged earlier is committed
-    /// and in the builder's snapshot, and every later one is recorded.
-    pub fn may_hold(&mut self, conn: &Connection, h: u64) -> bool {
-        match &mut self.state {
-            State::Idle => {
-                self.start(conn);
+    /// transaction changes the index, so every key the cold table took
+    /// earlier is committed and in the builder's snapshot; the keys `held` in
+    /// memory are taken in when the filter is ready, and those that leave
+    /// memory for the table meanwhile are recorded ([`Filter::moved`]).
+    pub fn may_hold(&mut self, conn: &Connection, h: u64, held: &impl Held) -> bool {
+        if let State::Building { built, .. } = &mut self.state {
+            match built.try_recv() {
+                Err(mpsc::TryRecvError::Empty) => return true,
+                received => self.finish(received.ok(), held),
+            }
+        }
+        match &self.state {
+            State::Ready(bloom) if !overfull(bloom) => bloom.may_hold(h),
+            // Built again when full, sized for what the index holds now
+            // (retention deletes keys; a filter only ever gains them).
+            State::Idle | State::Ready(_) => {
+                self.start(conn, held.count());
                 true
             }
-            // Build it again, sized for what the table holds now (retention
-            // deletes keys; a filter only ever gains them).
-            State::Ready(bloom) if overfull(bloom) => {
-                self.start(conn);
-                true
-            }
-            State::Building { built, .. } => match built.try_recv() {
-                Err(mpsc::TryRecvError::Empty) => true,
-                received => {
-                    self.finish(received.ok());
-                    self.may_hold(conn, h)
-                }
-            },
-            State::Ready(bloom) => bloom.may_hold(h),
-            State::Off => true,
+            State::Building { .. } | State::Off => true,
         }
     }
 
-    /// Takes in a key merged into the table (before its transaction commits).
+    /// Takes in a key new to the index (before its transaction commits).
     pub fn add(&mut self, h: u64) {
         match &mut self.state {
             State::Building { since, .. } => since.push(h),
@@ -156,9 +161,18 @@ impl Filter {
         }
     }
 
-    /// Starts building from the table, recording merged keys from now on: the
-    /// builder's snapshot begins later, so it holds every key committed before.
-    fn start(&mut self, conn: &Connection) {
+    /// Takes in a key that left memory for the cold table: while building,
+    /// the scan may have passed its place already.
+    pub fn moved(&mut self, h: u64) {
+        if let State::Building { since, .. } = &mut self.state {
+            since.push(h);
+        }
+    }
+
+    /// Starts building from the table, sized for `held` more keys, recording
+    /// keys from now on: the builder's snapshot begins later, so it holds
+    /// every key committed to the table before.
+    fn start(&mut self, conn: &Connection, held: usize) {
         let Some(path) = conn.path().filter(|p| !p.is_empty()).map(str::to_owned) else {
             self.state = State::Off;
             return;
@@ -168,7 +182,7 @@ impl Filter {
         let spawned = std::thread::Builder::new()
             .name("postern-filter".into())
             .spawn(move || {
-                let _ = tx.send(build(&path, &scan));
+                let _ = tx.send(build(&path, &scan, held));
             });
         self.state = match spawned {
             Ok(_) => State::Building { built, since: Vec::new(), started: std::time::Instant::now() },
@@ -180,8 +194,9 @@ impl Filter {
     }
 
     /// Takes in what the builder sent (`None`: it died): the filter, with the
-    /// keys merged meanwhile, or lookups that always search.
-    fn finish(&mut self, received: Option<rusqlite::Result<Bloom>>) {
+    /// keys recorded meanwhile and those `held` in memory now, or lookups that
+    /// always search.
+    fn finish(&mut self, received: Option<rusqlite::Result<Bloom>>, held: &impl Held) {
         let State::Building { since, started, .. } = &mut self.state else {
             return;
         };
@@ -190,6 +205,7 @@ impl Filter {
                 for h in since.drain(..) {
                     bloom.insert(h);
                 }
+                held.each(|h| bloom.insert(h));
                 tracing::info!(
                     keys = bloom.keys,
                     capacity = bloom.capacity,
@@ -210,10 +226,10 @@ impl Filter {
 
     /// Waits for a filter being built (tests).
     #[cfg(test)]
-    pub fn wait(&mut self) {
+    pub fn wait(&mut self, held: &impl Held) {
         if let State::Building { built, .. } = &self.state {
             let received = built.recv().ok();
-            self.finish(received);
+            self.finish(received, held);
         }
     }
 
@@ -223,14 +239,15 @@ impl Filter {
     }
 }
 
-/// Counts the table's keys, then reads them into a filter sized for them
-/// ([`build_for`]). Two passes instead of keeping the hashes (8 bytes a key).
-fn build(path: &str, scan: &str) -> rusqlite::Result<Bloom> {
+/// Counts the table's keys, then reads them into a filter sized for them and
+/// `also` more ([`build_for`]). Two passes instead of keeping the hashes (8
+/// bytes a key).
+fn build(path: &str, scan: &str, also: usize) -> rusqlite::Result<Bloom> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     let mut stmt = conn.prepare(scan)?;
     let mut keys = 0;
     each_key(&mut stmt, |_| keys += 1)?;
-    let mut bloom = Bloom::with_capacity(build_for(keys));
+    let mut bloom = Bloom::with_capacity(build_for(keys + also));
     each_key(&mut stmt, |h| bloom.insert(h as u64))?;
     Ok(bloom)
 }
@@ -281,6 +298,21 @@ mod tests {
         conn.execute_batch("COMMIT").unwrap();
     }
 
+    /// Keys held in memory.
+    struct Keys(Vec<u64>);
+
+    impl Held for Keys {
+        fn count(&self) -> usize {
+            self.0.len()
+        }
+
+        fn each(&self, f: impl FnMut(u64)) {
+            self.0.iter().copied().for_each(f);
+        }
+    }
+
+    const NONE: Keys = Keys(Vec::new());
+
     /// An index hash, as the writer's keyed SipHash gives them.
     fn hash(site: i64, key: &str) -> u64 {
         use std::hash::{BuildHasher, Hasher};
@@ -308,19 +340,25 @@ mod tests {
     }
 
     #[test]
-    fn built_in_chunks_from_the_table_with_the_keys_merged_meanwhile() {
+    fn built_in_chunks_from_the_table_with_the_keys_held_and_added_meanwhile() {
         // More keys than two chunks of the scan.
         let stored = keys(2 * SCAN_CHUNK + 7, "stored");
         let (_dir, conn) = table(&stored);
         let mut f = Filter::new("idx");
-        assert!(f.may_hold(&conn, hash(0, "absent")), "every lookup searches until the filter is built");
-        // Not in the table: only the keys recorded while building can make it known.
-        f.add(hash(5, "merged-while-building"));
-        f.wait();
+        assert!(f.may_hold(&conn, hash(0, "absent"), &NONE), "every lookup searches until the filter is built");
+        // Not in the table: only the keys added or moved to the table while
+        // building, and those held in memory once it is built, can make them known.
+        f.add(hash(5, "added-while-building"));
+        f.moved(hash(8, "moved-while-building"));
+        f.wait(&Keys(vec![hash(6, "held-in-memory")]));
         assert!(f.is_ready());
-        assert!(stored.iter().all(|&h| f.may_hold(&conn, h)), "a stored key was hidden");
-        assert!(f.may_hold(&conn, hash(5, "merged-while-building")));
-        let absent = (0..20_000).filter(|i| f.may_hold(&conn, hash(9, &format!("absent-{i}")))).count();
+        assert!(stored.iter().all(|&h| f.may_hold(&conn, h, &NONE)), "a stored key was hidden");
+        assert!(f.may_hold(&conn, hash(5, "added-while-building"), &NONE));
+        assert!(f.may_hold(&conn, hash(6, "held-in-memory"), &NONE));
+        assert!(f.may_hold(&conn, hash(8, "moved-while-building"), &NONE));
+        f.moved(hash(8, "moved-once-ready"));
+        assert!(!f.may_hold(&conn, hash(8, "moved-once-ready"), &NONE), "a ready filter holds every key before it moves");
+        let absent = (0..20_000).filter(|i| f.may_hold(&conn, hash(9, &format!("absent-{i}")), &NONE)).count();
         assert!(absent < 2_000, "{absent} of 20000 absent keys would still be searched");
     }
 
@@ -334,22 +372,24 @@ mod tests {
         for &h in &merged[..1_333] {
             f.add(h);
         }
-        f.may_hold(&conn, hash(0, "absent"));
+        f.may_hold(&conn, hash(0, "absent"), &NONE);
         assert!(f.is_ready(), "a third more keys than its capacity: still in use");
         f.add(merged[1_333]);
-        assert!(f.may_hold(&conn, hash(0, "absent")), "searches while the larger filter is built");
+        let held = Keys(vec![hash(7, "held-in-memory")]);
+        assert!(f.may_hold(&conn, hash(0, "absent"), &held), "searches while the larger filter is built");
         assert!(!f.is_ready());
-        f.wait();
+        f.wait(&held);
         let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
-        assert_eq!(bloom.capacity, MIN_KEYS, "sized for the 1,334 keys of the table, with the smallest capacity");
-        assert!(merged.iter().all(|&h| f.may_hold(&conn, h)));
+        assert_eq!(bloom.capacity, MIN_KEYS, "sized for the 1,334 keys of the table and the one held, with the smallest capacity");
+        assert!(merged.iter().all(|&h| f.may_hold(&conn, h, &NONE)));
+        assert!(f.may_hold(&conn, hash(7, "held-in-memory"), &NONE), "the rebuilt filter lost a key held in memory");
         // A filter filled by keys the table no longer holds is built again for
         // the keys it does hold, not for every key it ever took.
         conn.execute("DELETE FROM idx", []).unwrap();
         let State::Ready(bloom) = &mut f.state else { unreachable!() };
         bloom.keys = MIN_KEYS + MIN_KEYS / 3 + 1;
-        assert!(f.may_hold(&conn, hash(0, "absent")));
-        f.wait();
+        assert!(f.may_hold(&conn, hash(0, "absent"), &NONE));
+        f.wait(&NONE);
         let State::Ready(bloom) = &f.state else { panic!("the filter was not rebuilt") };
         assert_eq!((bloom.capacity, bloom.keys), (MIN_KEYS, 0));
     }

@@ -109,6 +109,11 @@ impl Hot {
         self.oldest.iter().copied().min().filter(|&s| s != i64::MAX)
     }
 
+    /// The hash of every key held.
+    pub fn hashes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.slices.iter().flatten().map(|&(h, _)| h as u64)
+    }
+
     /// Every key held, in slice order (tests).
     #[cfg(test)]
     pub fn entries(&self) -> Vec<(i64, i64)> {

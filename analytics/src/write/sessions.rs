@@ -81,6 +81,9 @@ impl Sessions {
     /// Finds a session: in memory, else through the index.
     pub fn get(&mut self, conn: &Connection, key: &SessionKey) -> Result<Option<Known>> {
         self.ensure_loaded(conn)?;
+        if !self.tail.may_hold(conn, key) {
+            return Ok(None);
+        }
         if let Some(k) = self.tail.get(key).or_else(|| self.recent.young.get(key)) {
             return Ok(Some(k.clone()));
         }

@@ -38,7 +38,7 @@ use foldhash::HashMap;
 
 use rusqlite::{params, Connection};
 
-use super::filter::Filter;
+use super::filter::{Filter, Held};
 use super::hot::Hot;
 use super::key::IndexHasher;
 pub(super) use super::keyed::Key;
@@ -113,16 +113,31 @@ pub(super) struct Tail<V> {
     /// The last (h, seq) moved to the cold table: the next chunk follows it.
     drained_to: Option<(i64, i64)>,
     cold: Cold,
+    /// Which keys the tail, the hot level and the cold table may hold.
+    filter: Filter,
 }
 
-/// The cold table.
+/// The keys of the tail and the hot level, for the filter.
+struct InMemory<'a, V> {
+    slices: &'a [Slice<V>],
+    hot: &'a Hot,
+}
+
+impl<V> Held for InMemory<'_, V> {
+    fn count(&self) -> usize {
+        self.slices.iter().map(|s| s.entries.len()).sum::<usize>() + self.hot.len()
+    }
+
+    fn each(&self, mut f: impl FnMut(u64)) {
+        self.slices.iter().flat_map(|s| s.entries.iter()).for_each(|(k, _)| f(k.h as u64));
+        self.hot.hashes().for_each(f);
+    }
+}
+
+/// The cold table's statements, built once.
 struct Cold {
-    /// The lookup's SQL, built once: it runs for nearly every event whose
-    /// key the filter lets through.
     lookup: String,
     insert: String,
-    /// Which keys the table may hold.
-    filter: Filter,
 }
 
 /// Slices of the tail merged by a transaction not yet committed.
@@ -180,8 +195,8 @@ impl<V: Row> Tail<V> {
             cold: Cold {
                 lookup: format!("SELECT seq FROM {cold} WHERE h = ?1"),
                 insert: format!("INSERT OR REPLACE INTO {cold} (h, seq) VALUES (?1, ?2)"),
-                filter: Filter::new(cold),
             },
+            filter: Filter::new(cold),
         }
     }
 
@@ -198,8 +213,17 @@ impl<V: Row> Tail<V> {
         Key { site, h: self.hasher.hash(site, &text), text }
     }
 
+    /// False when no level holds the key: a key new to the store costs a
+    /// look at the filter instead of a search of each level. Callers ask
+    /// before [`get`](Self::get) and [`indexed`](Self::indexed).
+    pub fn may_hold(&mut self, conn: &Connection, key: &Key) -> bool {
+        let held = InMemory { slices: &self.slices, hot: &self.hot };
+        self.filter.may_hold(conn, key.h as u64, &held)
+    }
+
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
+        self.filter.add(key.h as u64);
         let slice = &mut self.slices[usize::from(slice_of(key.h))];
         if slice.entries.is_empty() {
             slice.first_seq = value.seq();
@@ -246,11 +270,11 @@ impl<V: Row> Tail<V> {
         self.hasher = self.hasher.colliding(bits);
     }
 
-    /// Waits for the cold table's filter being built (tests): true when it is ready.
+    /// Waits for the filter being built (tests): true when it is ready.
     #[cfg(test)]
     pub fn wait_for_filter(&mut self) -> bool {
-        self.cold.filter.wait();
-        self.cold.filter.is_ready()
+        self.filter.wait(&InMemory { slices: &self.slices, hot: &self.hot });
+        self.filter.is_ready()
     }
 
     /// The keys in the hot level (tests).
@@ -262,15 +286,12 @@ impl<V: Row> Tail<V> {
     /// Finds a merged key, in the hot level, else in the cold table: `read`
     /// reads the row of each candidate `seq` and answers `None` unless the row
     /// holds this very key (another key may share its hash).
-    pub fn indexed<T>(&mut self, conn: &Connection, key: &Key, mut read: impl FnMut(i64) -> Result<Option<T>>) -> Result<Option<T>> {
+    pub fn indexed<T>(&self, conn: &Connection, key: &Key, mut read: impl FnMut(i64) -> Result<Option<T>>) -> Result<Option<T>> {
         let h = key.h;
         for seq in self.hot.seqs(h) {
             if let Some(found) = read(seq)? {
                 return Ok(Some(found));
             }
-        }
-        if !self.cold.filter.may_hold(conn, h as u64) {
-            return Ok(None);
         }
         let mut stmt = conn.prepare_cached(&self.cold.lookup)?;
         let mut rows = stmt.query([h])?;
@@ -369,7 +390,7 @@ impl<V: Row> Tail<V> {
         let mut insert = conn.prepare_cached(&self.cold.insert)?;
         for &(h, seq) in &keys {
             insert.execute([h, seq])?;
-            self.cold.filter.add(h as u64);
+            self.filter.moved(h as u64);
         }
         self.hot.remove(&keys);
         self.drained_to = keys.last().copied().or(self.drained_to);
