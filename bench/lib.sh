@@ -33,7 +33,9 @@ new_store() {  # DB : creates a key and a site, sets SITE and KEY
 
 thread_cpu() {  # PID : "group ticks" per thread group (names without their numbers)
   for t in /proc/"$1"/task/*; do
-    echo "$(tr ' ' _ <"$t/comm") $(awk '{print $14 + $15}' "$t/stat")"
+    # A thread may end between the listing and the reads (an index filter's builder).
+    { name=$(tr ' ' _ <"$t/comm") && ticks=$(awk '{print $14 + $15}' "$t/stat"); } 2>/dev/null || continue
+    echo "$name $ticks"
   done | awk '{n = $1; sub(/[-_]?[0-9]+$/, "", n); a[n] += $2} END {for (k in a) print k, a[k]}' | sort
 }
 
