@@ -9,11 +9,11 @@
 //! a few per cent of them.
 //!
 //! The filter is built from the cold table by a background thread at start-up
-//! (and again when it fills up), with the keys the writer held in memory when
-//! the build started; until it is ready every lookup searches, as before. Keys
-//! that reach the index meanwhile are kept and added when it arrives. A
-//! filter only ever errs towards searching: deleted keys stay in it, and keys
-//! of a transaction that did not commit may be added anyway.
+//! (and again when it fills up); until it is ready every lookup searches, as
+//! before. When it arrives it takes in the keys then in the writer's memory,
+//! and those recorded meanwhile. A filter only ever errs towards searching:
+//! deleted keys stay in it, and keys of a transaction that did not commit may
+//! be added anyway.
 
 use std::sync::mpsc;
 

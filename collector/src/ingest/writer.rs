@@ -51,19 +51,20 @@ impl Ran {
     fn answer(self, commit: &Result<(), String>) {
         match self {
             Ran::Ingest(outcome, reply) => {
-                let result = match commit {
-                    Ok(()) => outcome.map_err(ApiError::from),
-                    Err(e) => Err(not_committed(e)),
-                };
-                let _ = reply.send(result);
+                let _ = reply.send(settled(outcome.map_err(ApiError::from), commit));
             }
             Ran::Job(finish) => finish(commit.clone()),
         }
     }
 }
 
-fn not_committed(e: &str) -> ApiError {
-    ApiError::unavailable(format!("the write could not be committed: {e}"))
+/// A job's answer once its group's commit is known: its own outcome if the
+/// commit succeeded.
+fn settled<T>(outcome: Result<T, ApiError>, commit: &Result<(), String>) -> Result<T, ApiError> {
+    match commit {
+        Ok(()) => outcome,
+        Err(e) => Err(ApiError::unavailable(format!("the write could not be committed: {e}"))),
+    }
 }
 
 /// Most jobs one group transaction takes.
@@ -127,9 +128,7 @@ impl WriterHandle {
     /// Stores events; answers once they are committed.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<Ack>, ApiError> {
         let n = events.len() as u64;
-        let (reply_tx, reply_rx) = oneshot::channel();
-        self.send(Work::Ingest(events, reply_tx))?;
-        let acks = reply_rx.await.unwrap_or_else(|_| Err(not_sent()))?;
+        let acks = self.request(|reply| Work::Ingest(events, reply)).await?;
         self.metrics.events_ingested.fetch_add(n, Ordering::Relaxed);
         let duplicates = acks.iter().filter(|a| a.duplicate).count() as u64;
         self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
@@ -173,35 +172,30 @@ impl WriterHandle {
         T: Send + 'static,
         F: FnOnce(&mut Group<'_>) -> analytics::Result<T> + Send + 'static,
     {
-        let (reply_tx, reply_rx) = oneshot::channel::<Result<T, ApiError>>();
-        let job: Job = Box::new(move |group| {
-            let outcome = f(group).map_err(ApiError::from);
-            Box::new(move |commit: Result<(), String>| {
-                let result = match commit {
-                    Ok(()) => outcome,
-                    Err(e) => Err(not_committed(&e)),
-                };
-                let _ = reply_tx.send(result);
-            })
-        });
-        self.send(Work::Job(job))?;
-        reply_rx.await.unwrap_or_else(|_| Err(not_sent()))
+        self.request(|reply| {
+            Work::Job(Box::new(move |group| {
+                let outcome = f(group).map_err(ApiError::from);
+                Box::new(move |commit: Result<(), String>| {
+                    let _ = reply.send(settled(outcome, &commit));
+                })
+            }))
+        })
+        .await
     }
 
-    fn send(&self, work: Work) -> Result<(), ApiError> {
-        self.tx.try_send(Msg::Work(work)).map_err(|e| match e {
+    /// Queues the work `make` builds around a reply channel, and waits for the reply.
+    async fn request<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Work) -> Result<T, ApiError> {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        self.tx.try_send(Msg::Work(make(reply_tx))).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => ApiError::unavailable("the collector is overloaded, retry shortly"),
             mpsc::error::TrySendError::Closed(_) => ApiError::unavailable("the collector is shutting down"),
-        })
+        })?;
+        reply_rx.await.unwrap_or_else(|_| Err(ApiError::unavailable("the write was not committed")))
     }
 
     pub fn queue_depth(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
     }
-}
-
-fn not_sent() -> ApiError {
-    ApiError::unavailable("the write was not committed")
 }
 
 fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::UnboundedSender<Answers>, metrics: &Metrics) {
