@@ -259,16 +259,22 @@ fn take_gone(conn: &Connection) -> Result<[Vec<(i64, i64)>; 2]> {
 }
 
 impl Group<'_> {
-    /// Stores events and updates sessions and rollups; one answer per event, in order.
-    pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
-        let (sessions, event_ids) = (&mut *self.sessions, &mut *self.event_ids);
+    /// Stores one event and updates its session and the rollups.
+    pub fn ingest_event(&mut self, e: &NewEvent) -> Result<Ack> {
         // One event writes one row with one statement, which SQLite undoes
         // on its own when it fails, and stages nothing before that statement
         // has succeeded: neither a savepoint (which would only copy the pages
         // it touches into the sub-journal) nor the scratch is needed.
+        ingest_one(&self.tx, &mut self.insert_event, e, &mut self.staged, None, self.sessions, self.event_ids)
+    }
+
+    /// Stores events and updates sessions and rollups; one answer per event,
+    /// in order. Nothing of the batch is kept when one of its events fails.
+    pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
         if let [e] = events {
-            return Ok(vec![ingest_one(&self.tx, &mut self.insert_event, e, &mut self.staged, None, sessions, event_ids)?]);
+            return Ok(vec![self.ingest_event(e)?]);
         }
+        let (sessions, event_ids) = (&mut *self.sessions, &mut *self.event_ids);
         let (scratch, staged, insert) = (&mut self.scratch, &self.staged, &mut self.insert_event);
         scratch.clear();
         let acks = in_savepoint(&self.tx, |conn| {

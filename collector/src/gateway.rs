@@ -81,7 +81,9 @@ where
     let path = req.uri().path().to_owned();
     let class = classify(&path);
     let ip = client_ip(req.headers(), ctx.config.client_ip_header.as_deref(), peer);
-    let now = chrono::Utc::now().timestamp();
+    // One clock read: the rate limits' second, and ingested events' arrival.
+    let arrived = chrono::Utc::now();
+    let now = arrived.timestamp();
     // The Origin of an event is read once: for the CORS answer here, and for
     // the site check in `ingest::prepare`.
     let (origin, cors) = match class {
@@ -107,7 +109,7 @@ where
             // Ingestion, nearly all the traffic, is served here rather than by warp.
             Some(route) => {
                 let origin = origin.unwrap_or_else(|| Origin::read(req.headers()));
-                let info = RequestInfo::new(&ctx, req.headers(), Some(ip), origin);
+                let info = RequestInfo::new(&ctx, req.headers(), Some(ip), origin, arrived);
                 let (parts, body) = req.into_parts();
                 let length = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
                 (decision, events::ingest(ctx.clone(), route, &method, principal, &info, length, body).await)

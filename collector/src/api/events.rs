@@ -11,7 +11,6 @@ use std::fmt::Display;
 use analytics::model::{iso, EventType, Scope};
 use analytics::query;
 use bytes::Bytes;
-use chrono::Utc;
 use http::{Method, StatusCode};
 use serde_json::{json, Value};
 use warp::reply::Response;
@@ -88,8 +87,8 @@ where
 /// POST /v1/events/track (and its alias POST /v1/e)
 async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     let input = validate::parse_track(&body?)?;
-    let event = ingest::prepare(&ctx, p.as_ref(), info, Utc::now(), &mut SiteCache::default(), input).await?;
-    let ack = ctx.writer.ingest(vec![event]).await?.remove(0);
+    let event = ingest::prepare(&ctx, p.as_ref(), info, &mut SiteCache::default(), input).await?;
+    let ack = ctx.writer.track(event).await?;
     Ok(ack_reply(&ack))
 }
 
@@ -104,14 +103,13 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
     }
     let items = validate::parse_batch(&body?)?;
     let n_items = items.len();
-    let received_at = Utc::now();
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
     let mut accepted = Vec::new();
     let mut accepted_at = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
         let outcome = match item {
-            Ok(input) => ingest::prepare(&ctx, p.as_ref(), info, received_at, &mut cache, input).await,
+            Ok(input) => ingest::prepare(&ctx, p.as_ref(), info, &mut cache, input).await,
             Err(e) => Err(e),
         };
         match outcome {
@@ -164,6 +162,7 @@ pub async fn events_list(id: String, ctx: Ctx, p: Result<Principal, ApiError>, q
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Utc;
 
     #[tokio::test]
     async fn the_ack_is_the_json_a_value_would_give() {

@@ -28,15 +28,17 @@ const MAX_FUTURE_SKEW_MINUTES: i64 = 5;
 #[derive(Debug, Clone)]
 pub struct RequestInfo {
     pub origin: Origin,
+    /// When the request arrived: the events' `received_at`.
+    pub received_at: DateTime<Utc>,
     user_agent: Option<HeaderValue>,
     pub country: String,
 }
 
 impl RequestInfo {
-    /// `origin` is the request's, read once by the gateway.
-    pub fn new(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>, origin: Origin) -> RequestInfo {
+    /// `origin` is the request's, read once by the gateway, as is the time it arrived.
+    pub fn new(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>, origin: Origin, received_at: DateTime<Utc>) -> RequestInfo {
         let country = state.geo.country(headers, ip);
-        RequestInfo { origin, user_agent: headers.get(http::header::USER_AGENT).cloned(), country }
+        RequestInfo { origin, received_at, user_agent: headers.get(http::header::USER_AGENT).cloned(), country }
     }
 
     pub fn user_agent(&self) -> Option<&str> {
@@ -66,7 +68,6 @@ pub async fn prepare(
     state: &AppState,
     principal: Option<&Principal>,
     info: &RequestInfo,
-    received_at: DateTime<Utc>,
     cache: &mut SiteCache,
     input: TrackInput,
 ) -> Result<NewEvent, ApiError> {
@@ -87,8 +88,8 @@ pub async fn prepare(
         return Err(ApiError::forbidden(Some("site_id"), "paused", "this site is paused and does not accept events"));
     }
     let backfill_days = i64::from(state.config.raw_retention_days);
-    let occurred_at = occurred_at(&input, principal.is_some(), received_at, backfill_days)?;
-    Ok(enrich(input, &site, info, occurred_at, received_at))
+    let occurred_at = occurred_at(&input, principal.is_some(), info.received_at, backfill_days)?;
+    Ok(enrich(input, &site, info, occurred_at))
 }
 
 /// Only keyed (server-side) clients may back-date events, and only within raw retention.
@@ -109,7 +110,7 @@ fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>, max_days: i6
     Ok(ts)
 }
 
-fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>, received_at: DateTime<Utc>) -> NewEvent {
+fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateTime<Utc>) -> NewEvent {
     let device = input
         .device
         .unwrap_or_else(|| Device::from_user_agent(info.user_agent().unwrap_or_default()));
@@ -126,6 +127,6 @@ fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateT
         forced_variant: input.forced_variant,
         client_event_id: input.event_id.map(|id| id.to_string()),
         occurred_at,
-        received_at,
+        received_at: info.received_at,
     }
 }

@@ -27,12 +27,14 @@ use crate::metrics::Metrics;
 type Job = Box<dyn FnOnce(&mut Group<'_>) -> Finish + Send>;
 type Finish = Box<dyn FnOnce(Result<(), String>) + Send>;
 
-type Reply = oneshot::Sender<Result<Vec<Ack>, ApiError>>;
+type Reply<T> = oneshot::Sender<Result<T, ApiError>>;
 
 /// What a group runs. Events to store, the job of every ingestion request,
-/// travel as plain data rather than as two boxed closures.
+/// travel as plain data rather than as two boxed closures; a tracked event,
+/// nearly every request, without a vector around it or around its answer.
 enum Work {
-    Ingest(Vec<NewEvent>, Reply),
+    Track(NewEvent, Reply<Ack>),
+    Ingest(Vec<NewEvent>, Reply<Vec<Ack>>),
     Job(Job),
 }
 
@@ -43,13 +45,17 @@ enum Msg {
 
 /// A job that ran in a group, waiting for the commit's outcome.
 enum Ran {
-    Ingest(analytics::Result<Vec<Ack>>, Reply),
+    Track(analytics::Result<Ack>, Reply<Ack>),
+    Ingest(analytics::Result<Vec<Ack>>, Reply<Vec<Ack>>),
     Job(Finish),
 }
 
 impl Ran {
     fn answer(self, commit: &Result<(), String>) {
         match self {
+            Ran::Track(outcome, reply) => {
+                let _ = reply.send(settled(outcome.map_err(ApiError::from), commit));
+            }
             Ran::Ingest(outcome, reply) => {
                 let _ = reply.send(settled(outcome.map_err(ApiError::from), commit));
             }
@@ -125,14 +131,24 @@ impl WriterThread {
 }
 
 impl WriterHandle {
+    /// Stores one event; answers once it is committed.
+    pub async fn track(&self, event: NewEvent) -> Result<Ack, ApiError> {
+        let ack = self.request(|reply| Work::Track(event, reply)).await?;
+        self.count(1, u64::from(ack.duplicate));
+        Ok(ack)
+    }
+
     /// Stores events; answers once they are committed.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<Ack>, ApiError> {
         let n = events.len() as u64;
         let acks = self.request(|reply| Work::Ingest(events, reply)).await?;
-        self.metrics.events_ingested.fetch_add(n, Ordering::Relaxed);
-        let duplicates = acks.iter().filter(|a| a.duplicate).count() as u64;
-        self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
+        self.count(n, acks.iter().filter(|a| a.duplicate).count() as u64);
         Ok(acks)
+    }
+
+    fn count(&self, ingested: u64, duplicates: u64) {
+        self.metrics.events_ingested.fetch_add(ingested, Ordering::Relaxed);
+        self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
     }
 
     /// Runs a change on the write connection; answers once it is committed.
@@ -184,7 +200,7 @@ impl WriterHandle {
     }
 
     /// Queues the work `make` builds around a reply channel, and waits for the reply.
-    async fn request<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, ApiError>>) -> Work) -> Result<T, ApiError> {
+    async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Work) -> Result<T, ApiError> {
         let (reply_tx, reply_rx) = oneshot::channel();
         self.tx.try_send(Msg::Work(make(reply_tx))).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => ApiError::unavailable("the collector is overloaded, retry shortly"),
@@ -230,6 +246,7 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::Unbounde
         let ran: Vec<Ran> = jobs
             .drain(..)
             .map(|work| match work {
+                Work::Track(event, reply) => Ran::Track(group.ingest_event(&event), reply),
                 Work::Ingest(events, reply) => Ran::Ingest(group.ingest(&events), reply),
                 Work::Job(job) => Ran::Job(job(&mut group)),
             })
