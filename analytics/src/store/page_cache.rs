@@ -6,8 +6,8 @@
 //! SQLite's cache then takes that number as its largest key until its next
 //! truncation, and the end of every write transaction truncates the cache to
 //! the database's size: while the database is under 1 GiB, each commit after
-//! such a balance scans the cache's whole hash (~4,000 pages for the writer's
-//! 16 MB). With index tables of random keys that is about one commit in five,
+//! such a balance scans the cache's whole hash (~4,000 pages for a writer's
+//! cache of 16 MB). With index tables of random keys that is about one commit in five,
 //! and was 7 % of the writer thread's time under load (BENCHMARKS.md, session
 //! 10). The wrapper keeps its own bound on the keys it handed out and passes a
 //! truncation on only when a page may lie at or past its limit.
