@@ -2,18 +2,20 @@
 //! is wrong and why (DESIGN §5.5). Pure: no I/O.
 //!
 //! The body is read straight into its fields, not into a `serde_json::Value`:
-//! strings are borrowed from the request bytes (unless they hold escapes) and
-//! only `metadata`, which is stored, becomes a `Value`. Whatever a field holds
-//! is still read by the same deserializer with the same checks as a `Value`
-//! would be, so malformed JSON is refused with the same message.
+//! strings are borrowed from the request bytes (unless they hold escapes), and
+//! `metadata` is read into a list of its entries and written once as the JSON
+//! to store, as a `serde_json::Map` would have it. Whatever a field holds is
+//! still read by the same deserializer with the same checks as a `Value` would
+//! be, so malformed JSON is refused with the same message.
 
 use std::borrow::Cow;
 use std::fmt;
 
 use analytics::model::{BlockerType, Device, EventType};
 use chrono::{DateTime, Utc};
-use serde::de::value::MapAccessDeserializer;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -43,23 +45,34 @@ pub struct TrackInput {
     pub timestamp: Option<DateTime<Utc>>,
 }
 
-/// An event's metadata: the object, and the JSON it serializes to (compact,
-/// keys in the order sent), written once, for its size and for storing it.
+/// An event's metadata: the JSON of the object as sent (compact, keys in the
+/// order sent, a repeated key where it first stood with its last value), and
+/// what it held under `device_type`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Metadata {
-    pub map: Map<String, Value>,
     json: String,
+    device_type: SentDevice,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum SentDevice {
+    Absent,
+    /// A device's own name, as stored.
+    Exact(Device),
+    /// `null`, or a device named with other capitals.
+    Other,
 }
 
 impl Metadata {
     /// The JSON to store: the object with `device_type` set to the device the
-    /// event is counted under, exactly as `map` would serialize with it.
+    /// event is counted under, exactly as a `serde_json::Map` would serialize
+    /// with it.
     pub fn stored(mut self, device: Device) -> String {
         let name = device.as_str();
-        match self.map.get("device_type") {
-            Some(Value::String(d)) if d == name => self.json,
+        match self.device_type {
+            SentDevice::Exact(d) if d == device => self.json,
             // A map puts a new key last.
-            None => {
+            SentDevice::Absent => {
                 self.json.pop();
                 if self.json.len() > 1 {
                     self.json.push(',');
@@ -69,9 +82,11 @@ impl Metadata {
                 self.json.push_str("\"}");
                 self.json
             }
-            Some(_) => {
-                self.map.insert("device_type".into(), Value::String(name.into()));
-                Value::Object(self.map).to_string()
+            // Rare (the SDK sends lower case): the object is read again.
+            SentDevice::Exact(_) | SentDevice::Other => {
+                let mut map: Map<String, Value> = serde_json::from_str(&self.json).unwrap_or_default();
+                map.insert("device_type".into(), Value::String(name.into()));
+                Value::Object(map).to_string()
             }
         }
     }
@@ -103,11 +118,13 @@ fn not_an_object() -> ApiError {
     ApiError::invalid("body", "invalid", "the body must be a JSON object")
 }
 
-/// A top-level field's value as far as validation cares.
+/// A JSON value as validation reads it: strings borrowed from the body
+/// unless they hold escapes, arrays, objects and numbers as a `Value`.
 enum Scalar<'a> {
     Null,
+    Bool(bool),
     Str(Cow<'a, str>),
-    Other,
+    Other(Value),
 }
 
 /// A track body's fields. A repeated key keeps its last value, as a
@@ -118,7 +135,7 @@ struct Fields<'a> {
     site_id: Option<Scalar<'a>>,
     event_type: Option<Scalar<'a>>,
     page_url: Option<Scalar<'a>>,
-    metadata: Option<Value>,
+    metadata: Option<MetaField<'a>>,
     event_id: Option<Scalar<'a>>,
     timestamp: Option<Scalar<'a>>,
     unknown: Option<String>,
@@ -126,6 +143,19 @@ struct Fields<'a> {
 
 /// A body: its fields, or `None` when it is not a JSON object.
 struct Body<'a>(Option<Fields<'a>>);
+
+/// The `metadata` field: its entries when it is an object.
+enum MetaField<'a> {
+    Null,
+    Object(Vec<Entry<'a>>),
+    Other,
+}
+
+type Entry<'a> = (Text<'a>, Scalar<'a>);
+
+/// A string, borrowed from the body unless it holds escapes.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct Text<'a>(Cow<'a, str>);
 
 enum Batch<'a> {
     Items(Vec<Body<'a>>),
@@ -174,18 +204,76 @@ impl<'de> Deserialize<'de> for Scalar<'de> {
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
                 Ok(Scalar::Null)
             }
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Self::Value, E> {
+                Ok(Scalar::Bool(b))
+            }
             fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
                 Ok(Scalar::Str(Cow::Borrowed(s)))
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
                 Ok(Scalar::Str(Cow::Owned(s.to_owned())))
             }
-            other_values!(Scalar::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Self::Value, E> {
+                Ok(Scalar::Other(n.into()))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Self::Value, E> {
+                Ok(Scalar::Other(n.into()))
+            }
+            fn visit_f64<E: de::Error>(self, n: f64) -> Result<Self::Value, E> {
+                Ok(Scalar::Other(n.into()))
+            }
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-                skip_seq(seq).map(|()| Scalar::Other)
+                Value::deserialize(SeqAccessDeserializer::new(seq)).map(Scalar::Other)
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-                skip_map(map).map(|()| Scalar::Other)
+                Value::deserialize(MapAccessDeserializer::new(map)).map(Scalar::Other)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(Text(Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for MetaField<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = MetaField<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(MetaField::Null)
+            }
+            other_values!(MetaField::Other; visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                skip_seq(seq).map(|()| MetaField::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                dedupe(&mut entries);
+                Ok(MetaField::Object(entries))
             }
         }
         d.deserialize_any(V)
@@ -293,7 +381,7 @@ fn required_str<'f>(value: &'f Option<Scalar<'_>>, name: &str) -> Result<&'f str
         None | Some(Scalar::Null) => Err(ApiError::required(name)),
         Some(Scalar::Str(s)) if s.is_empty() => Err(ApiError::required(name)),
         Some(Scalar::Str(s)) => Ok(s),
-        Some(Scalar::Other) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
+        Some(_) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
     }
 }
 
@@ -301,20 +389,72 @@ fn optional_str<'f>(value: &'f Option<Scalar<'_>>, name: &str) -> Result<Option<
     match value {
         None | Some(Scalar::Null) => Ok(None),
         Some(Scalar::Str(s)) => Ok(Some(s)),
-        Some(Scalar::Other) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
+        Some(_) => Err(ApiError::invalid(name, "invalid", format!("{name} must be a string"))),
     }
 }
 
 /// A metadata field's value, treating `null` as absent.
-fn meta<'a>(metadata: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
-    metadata.get(name).filter(|v| !v.is_null())
+fn meta<'m, 'a>(metadata: &'m [Entry<'a>], name: &str) -> Option<&'m Scalar<'a>> {
+    metadata.iter().find(|(k, _)| k.0 == name).map(|(_, v)| v).filter(|v| !matches!(v, Scalar::Null))
 }
 
-fn meta_str<'a>(metadata: &'a Map<String, Value>, name: &str, path: &str) -> Result<Option<&'a str>, ApiError> {
+fn meta_str<'m>(metadata: &'m [Entry<'_>], name: &str, path: &str) -> Result<Option<&'m str>, ApiError> {
     match meta(metadata, name) {
         None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
+        Some(Scalar::Str(s)) => Ok(Some(s)),
         Some(_) => Err(ApiError::invalid(path, "invalid", format!("{path} must be a string"))),
+    }
+}
+
+/// Keeps each key once, where it first stood, with its last value, as a
+/// `serde_json::Map` does with a repeated key. Sorting (stable, so a key's
+/// places stay in order) keeps it n log n whatever the body holds.
+fn dedupe(entries: &mut Vec<Entry<'_>>) {
+    // Metadata mostly holds a few distinct keys: then nothing is allocated.
+    let n = entries.len();
+    if n <= 16 && (1..n).all(|i| entries[..i].iter().all(|(k, _)| *k != entries[i].0)) {
+        return;
+    }
+    let mut order: Vec<usize> = (0..entries.len()).collect();
+    order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
+    let mut dropped = vec![false; entries.len()];
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && entries[order[end]].0 == entries[order[start]].0 {
+            end += 1;
+        }
+        if end - start > 1 {
+            let value = std::mem::replace(&mut entries[order[end - 1]].1, Scalar::Null);
+            entries[order[start]].1 = value;
+            order[start + 1..end].iter().for_each(|&i| dropped[i] = true);
+        }
+        start = end;
+    }
+    let mut place = 0;
+    entries.retain(|_| {
+        place += 1;
+        !dropped[place - 1]
+    });
+}
+
+/// The entries as a JSON object, written as a `serde_json::Map` writes itself.
+struct Entries<'m, 'a>(&'m [Entry<'a>]);
+
+impl Serialize for Entries<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (&*k.0, v)))
+    }
+}
+
+impl Serialize for Scalar<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Scalar::Null => s.serialize_unit(),
+            Scalar::Bool(b) => s.serialize_bool(*b),
+            Scalar::Str(t) => s.serialize_str(t),
+            Scalar::Other(v) => v.serialize(s),
+        }
     }
 }
 
@@ -349,12 +489,12 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
         .ok_or_else(|| ApiError::invalid("page_url", "invalid", "page_url must be an absolute http(s) URL"))?;
 
     let metadata = match obj.metadata {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(_) => return Err(ApiError::invalid("metadata", "invalid", "metadata must be an object")),
+        None | Some(MetaField::Null) => Vec::new(),
+        Some(MetaField::Object(entries)) => entries,
+        Some(MetaField::Other) => return Err(ApiError::invalid("metadata", "invalid", "metadata must be an object")),
     };
     // Values read from JSON always serialize back.
-    let metadata_json = serde_json::to_string(&metadata).unwrap_or_default();
+    let metadata_json = serde_json::to_string(&Entries(&metadata)).unwrap_or_default();
     if metadata_json.len() > MAX_METADATA_BYTES {
         return Err(ApiError::invalid("metadata", "too_long", "metadata is larger than 2 KiB once serialized"));
     }
@@ -367,13 +507,19 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
             ));
         }
     }
-    let device = meta_str(&metadata, "device_type", "metadata.device_type")?
+    let sent_device = meta_str(&metadata, "device_type", "metadata.device_type")?;
+    let device = sent_device
         .map(|d| {
             Device::parse(d).ok_or_else(|| {
                 ApiError::invalid("metadata.device_type", "invalid", "metadata.device_type must be one of desktop, mobile, tablet")
             })
         })
         .transpose()?;
+    let device_type = match (device, sent_device) {
+        (Some(d), Some(sent)) if sent == d.as_str() => SentDevice::Exact(d),
+        _ if metadata.iter().any(|(k, _)| k.0 == "device_type") => SentDevice::Other,
+        _ => SentDevice::Absent,
+    };
     let variant = meta_str(&metadata, "variant", "metadata.variant")?;
     if let Some(v) = variant {
         if v.is_empty() || v.len() > MAX_VARIANT_LEN || !v.chars().all(is_token_char) {
@@ -387,7 +533,7 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
     let variant = variant.map(str::to_owned);
     let forced_variant = match meta(&metadata, "forced_variant") {
         None => false,
-        Some(Value::Bool(b)) => *b,
+        Some(Scalar::Bool(b)) => *b,
         Some(_) => {
             return Err(ApiError::invalid("metadata.forced_variant", "invalid", "metadata.forced_variant must be a boolean"))
         }
@@ -419,7 +565,7 @@ fn validate(obj: Fields<'_>) -> Result<TrackInput, ApiError> {
         device,
         variant,
         forced_variant,
-        metadata: Metadata { map: metadata, json: metadata_json },
+        metadata: Metadata { json: metadata_json, device_type },
         event_id,
         timestamp,
     })
@@ -463,7 +609,7 @@ mod tests {
         assert_eq!(t.device, Some(Device::Mobile));
         assert_eq!(t.variant.as_deref(), Some("emotional"));
         assert!(!t.forced_variant);
-        assert_eq!(Value::Object(t.metadata.map), valid()["metadata"]);
+        assert_eq!(t.metadata.json, valid()["metadata"].to_string());
     }
 
     #[test]
@@ -533,7 +679,7 @@ mod tests {
         let t = parse_track(body).unwrap();
         assert_eq!(t.session_id, "sess_12345678");
         assert_eq!(t.variant.as_deref(), Some("b"));
-        assert_eq!(serde_json::to_string(&t.metadata.map).unwrap(), r#"{"variant":"b","device_type":"tablet"}"#);
+        assert_eq!(t.metadata.json, r#"{"variant":"b","device_type":"tablet"}"#);
         let later_null = br#"{"session_id": "sess_12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
             "event_type": "pageview", "page_url": "https://e.com/", "session_id": null}"#;
         assert_eq!(refusal(parse_track(later_null).unwrap_err()).1, "session_id");
@@ -549,12 +695,12 @@ mod tests {
             v[f] = Value::Null;
         }
         let t = parse(&v).unwrap();
-        assert!(t.metadata.map.is_empty() && t.event_id.is_none() && t.timestamp.is_none());
+        assert!(t.metadata.json == "{}" && t.event_id.is_none() && t.timestamp.is_none());
         v["metadata"] = json!({"device_type": null, "variant": null, "forced_variant": null, "blocker_type": null});
         let t = parse(&v).unwrap();
         assert_eq!((t.device, t.variant, t.forced_variant), (None, None, false));
         // Kept as sent: the stored metadata shows the nulls.
-        assert_eq!(t.metadata.map.len(), 4);
+        assert_eq!(t.metadata.json, r#"{"device_type":null,"variant":null,"forced_variant":null,"blocker_type":null}"#);
     }
 
     #[test]
@@ -567,7 +713,28 @@ mod tests {
         assert_eq!(t.event_type, EventType::Pageview);
         assert_eq!(t.page_url, "https://e.com/café");
         assert_eq!(t.variant.as_deref(), Some("Ab"));
-        assert_eq!(serde_json::to_string(&t.metadata.map).unwrap(), r#"{"variant":"Ab"}"#);
+        assert_eq!(t.metadata.json, r#"{"variant":"Ab"}"#);
+    }
+
+    #[test]
+    fn metadata_is_stored_as_a_map_would_serialize_it() {
+        let many: String = (0..40).map(|i| format!(r#""k{}": {i}, "#, i % 7)).collect();
+        for metadata in [
+            r#"{}"#,
+            r#"{ "variant" : "b" , "device_type":"desktop" }"#,
+            r#"{"a": 1, "b": 2, "a": 3, "c": {"x": 1, "x": [2]}, "b": null, "a": true}"#,
+            r#"{"n": [0, -0, 1.0, 1e5, -2.5e-3, 12345678901234567890, -9223372036854775808, 1.5e300]}"#,
+            r#"{"\u0061": "caf\u00e9 \"q\" \\ \/ \t", "é": "ü", "a": "\ud83d\ude00"}"#,
+            r#"{"nested": {"b": 1, "a": {"z": [], "y": {}}}, "list": [{"k": "v"}, null, false]}"#,
+            &format!(r#"{{{many}"last": 1}}"#),
+        ] {
+            let body = format!(
+                r#"{{"session_id": "sess_12345678", "site_id": "6f1c2f4e-8f5b-4a57-9a43-2b0c1e0d9a11",
+                "event_type": "pageview", "page_url": "https://e.com/", "metadata": {metadata}}}"#
+            );
+            let expected = serde_json::from_str::<Value>(&body).unwrap()["metadata"].to_string();
+            assert_eq!(parse_track(body.as_bytes()).unwrap().metadata.json, expected, "{metadata}");
+        }
     }
 
     #[test]
@@ -582,9 +749,9 @@ mod tests {
             (json!({"variant": "b", "device_type": "mobile"}), Device::Mobile),
         ] {
             let mut v = valid();
-            v["metadata"] = metadata;
+            v["metadata"] = metadata.clone();
             let t = parse(&v).unwrap();
-            let mut expected = t.metadata.map.clone();
+            let mut expected = metadata.as_object().unwrap().clone();
             expected.insert("device_type".into(), json!(device.as_str()));
             assert_eq!(t.metadata.stored(device), Value::Object(expected).to_string());
         }
