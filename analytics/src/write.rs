@@ -594,7 +594,9 @@ fn flush(conn: &Connection, staged: &mut Staged, written: &mut Written, to: Roll
                 seq
             }
             None => {
-                append.execute(params![key.site, &*key.text, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
+                let mut text = Uuid::encode_buffer();
+                let text = key.text.as_str(&mut text);
+                append.execute(params![key.site, text, s.first_hour, s.device, &*s.country, &*s.variant, s.forced, s.flags, p.last_seen])?;
                 conn.last_insert_rowid()
             }
         };
@@ -986,6 +988,30 @@ mod tests {
         }
         assert_eq!(count(&f, "SELECT count(*) FROM events"), 9);
         assert_eq!(count(&f, "SELECT sum(events) FROM event_counts_hourly"), 9);
+    }
+
+    #[test]
+    fn uuid_keys_are_told_from_other_spellings_and_found_after_a_restart() {
+        let mut f = fixture();
+        small_index_limits(&mut f.writer, 2);
+        let ids: Vec<String> = (0..8u32).map(|i| format!("{:08x}-5c1e-4d2a-9b3c-4d5e6f70819{i}", i.wrapping_mul(0x9e37_79b9))).collect();
+        // The same UUIDs in capitals are other sessions and other event ids.
+        let all: Vec<String> = ids.iter().cloned().chain(ids.iter().map(|id| id.to_uppercase())).collect();
+        let first: Vec<_> = all.iter().map(|id| f.send_full(id, EventType::Pageview, at(9, 0), None, false, Some(id))).collect();
+        assert!(first.iter().all(|a| !a.duplicate));
+        f.writer = f.store.open_writer(Durability::Normal).unwrap();
+        small_index_limits(&mut f.writer, 2);
+        for (id, a) in all.iter().zip(&first) {
+            let again = f.send_full(id, EventType::AdblockDetected, at(9, 1), None, false, Some(id));
+            assert!(again.duplicate && again.id == a.id, "{id} was stored again");
+            f.send(id, EventType::AdblockDetected, at(9, 2), None);
+        }
+        assert_eq!(rollup_totals(&f.store), (16, 16));
+        let stored: Vec<String> = f
+            .store
+            .read(|c| Ok(c.prepare("SELECT session_id FROM sessions ORDER BY seq")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?))
+            .unwrap();
+        assert_eq!(stored, all, "session ids are stored as sent");
     }
 
     #[test]

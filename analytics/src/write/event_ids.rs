@@ -49,7 +49,7 @@ impl EventIds {
 
     /// The key of (site, client event id).
     pub fn key(&self, site: i64, id: &str) -> Key {
-        self.tail.key(site, id.into())
+        self.tail.key(site, id)
     }
 
     /// The stored event with this (site, client event id), if any.
@@ -67,7 +67,7 @@ impl EventIds {
             let Some(r) = rows.next()? else {
                 return Ok(None);
             };
-            if r.get::<_, i64>(0)? != key.site || r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)? != Some(&*key.text) {
+            if r.get::<_, i64>(0)? != key.site || !r.get_ref(1)?.as_str_or_null().map_err(rusqlite::Error::from)?.is_some_and(|t| key.text.is(t)) {
                 return Ok(None);
             }
             Ok(Some(Stored { seq, id: parse_id(r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?)?, received_ms: r.get(3)? }))
@@ -111,7 +111,7 @@ impl EventIds {
         let mut hot = Vec::new();
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
+            let key = self.tail.key(r.get(1)?, r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?);
             match marks.place(key.h, seq) {
                 Place::Tail => {
                     let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };

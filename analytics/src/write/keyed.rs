@@ -13,12 +13,46 @@ use std::collections::hash_map::{Entry, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use uuid::Uuid;
+
 /// (site, key text) and the key's index hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Key {
     pub site: i64,
-    pub text: Arc<str>,
+    pub text: KeyText,
     pub h: i64,
+}
+
+/// A key's text. Every client event id and the session ids the SDK makes are
+/// UUIDs in lower-case hyphenated form: those are held as their 16 bytes,
+/// which give back the same text, instead of in an allocation of their own
+/// (two per event, made and freed by the writer).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum KeyText {
+    Uuid(Uuid),
+    Other(Arc<str>),
+}
+
+impl KeyText {
+    pub fn new(text: &str) -> KeyText {
+        // Any other spelling of a UUID (capitals, braces, no hyphens) is kept as sent.
+        match Uuid::try_parse(text) {
+            Ok(id) if text.len() == 36 && !text.bytes().any(|b| b.is_ascii_uppercase()) => KeyText::Uuid(id),
+            _ => KeyText::Other(text.into()),
+        }
+    }
+
+    /// The text, written into `buf` when it is a UUID.
+    pub fn as_str<'a>(&'a self, buf: &'a mut [u8; 45]) -> &'a str {
+        match self {
+            KeyText::Uuid(id) => id.hyphenated().encode_lower(buf),
+            KeyText::Other(text) => text,
+        }
+    }
+
+    pub fn is(&self, text: &str) -> bool {
+        self.as_str(&mut Uuid::encode_buffer()) == text
+    }
 }
 
 /// A hasher for index hashes. The map picks a bucket by the low bits of what
@@ -147,10 +181,29 @@ impl<V> ByHash<V> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ByHash, Key};
+    use super::{ByHash, Key, KeyText};
 
     fn key(site: i64, text: &str, h: i64) -> Key {
-        Key { site, text: text.into(), h }
+        Key { site, text: KeyText::new(text), h }
+    }
+
+    #[test]
+    fn a_key_text_gives_back_the_text_it_was_made_of() {
+        let uuid = "0192a7f3-5c1e-4d2a-9b3c-4d5e6f708192";
+        for (text, compact) in [
+            (uuid, true),
+            ("0192A7F3-5C1E-4D2A-9B3C-4D5E6F708192", false),
+            ("0192a7f35c1e4d2a9b3c4d5e6f708192", false),
+            ("{0192a7f3-5c1e-4d2a-9b3c-4d5e6f708192}", false),
+            ("urn:uuid:0192a7f3-5c1e-4d2a-9b3c-4d5e6f708192", false),
+            ("session-aaaa", false),
+        ] {
+            let k = KeyText::new(text);
+            assert_eq!(matches!(k, KeyText::Uuid(_)), compact, "{text}");
+            assert_eq!(k.as_str(&mut uuid::Uuid::encode_buffer()), text);
+            assert!(k.is(text), "{text}");
+            assert_eq!(k.is(uuid), text == uuid, "{text}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ impl Sessions {
 
     /// The key of (site, session id).
     pub fn key(&self, site: i64, id: &str) -> SessionKey {
-        self.tail.key(site, id.into())
+        self.tail.key(site, id)
     }
 
     /// Finds a session: in memory, else through the index.
@@ -100,7 +100,7 @@ impl Sessions {
             let Some(r) = rows.next()? else {
                 return Ok(None);
             };
-            if r.get::<_, i64>(0)? != key.site || r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)? != &*key.text {
+            if r.get::<_, i64>(0)? != key.site || !key.text.is(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?) {
                 return Ok(None);
             }
             let state = SessionState {
@@ -165,7 +165,7 @@ impl Sessions {
         let mut hot = Vec::new();
         while let Some(r) = rows.next()? {
             let seq: i64 = r.get(0)?;
-            let key = self.tail.key(r.get(1)?, r.get::<_, String>(2)?.into());
+            let key = self.tail.key(r.get(1)?, r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?);
             match marks.place(key.h, seq) {
                 Place::Tail => {}
                 Place::Hot => {

@@ -32,7 +32,6 @@
 //! hot level as the transaction writes; after a failed commit the owner
 //! clears both and rebuilds them.
 
-use std::sync::Arc;
 
 use foldhash::HashMap;
 
@@ -42,7 +41,7 @@ use super::filter::{Filter, Held};
 use super::hot::Hot;
 use super::key::IndexHasher;
 pub(super) use super::keyed::Key;
-use super::keyed::ByHash;
+use super::keyed::{ByHash, KeyText};
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -209,8 +208,8 @@ impl<V: Row> Tail<V> {
     }
 
     /// The key of (site, text), with its hash in the index tables.
-    pub fn key(&self, site: i64, text: Arc<str>) -> Key {
-        Key { site, h: self.hasher.hash(site, &text), text }
+    pub fn key(&self, site: i64, text: &str) -> Key {
+        Key { site, h: self.hasher.hash(site, text), text: KeyText::new(text) }
     }
 
     /// False when no level holds the key: a key new to the store costs a
