@@ -36,9 +36,10 @@ pub(super) enum KeyText {
 impl KeyText {
     pub fn new(text: &str) -> KeyText {
         // Any other spelling of a UUID (capitals, braces, no hyphens) is kept as sent.
-        match Uuid::try_parse(text) {
-            Ok(id) if text.len() == 36 && !text.bytes().any(|b| b.is_ascii_uppercase()) => KeyText::Uuid(id),
-            _ => KeyText::Other(text.into()),
+        let canonical = text.len() == 36 && !text.bytes().any(|b| b.is_ascii_uppercase());
+        match canonical.then(|| Uuid::try_parse(text).ok()).flatten() {
+            Some(id) => KeyText::Uuid(id),
+            None => KeyText::Other(text.into()),
         }
     }
 

@@ -32,7 +32,6 @@
 //! hot level as the transaction writes; after a failed commit the owner
 //! clears both and rebuilds them.
 
-
 use foldhash::HashMap;
 
 use rusqlite::{params, Connection};

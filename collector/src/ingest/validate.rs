@@ -415,27 +415,21 @@ fn dedupe(entries: &mut Vec<Entry<'_>>) {
     if n <= 16 && (1..n).all(|i| entries[..i].iter().all(|(k, _)| *k != entries[i].0)) {
         return;
     }
-    let mut order: Vec<usize> = (0..entries.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
-    let mut dropped = vec![false; entries.len()];
-    let mut start = 0;
-    while start < order.len() {
-        let mut end = start + 1;
-        while end < order.len() && entries[order[end]].0 == entries[order[start]].0 {
-            end += 1;
+    // Each later place of a key hands its value to the first, so the last one stays.
+    let mut kept = vec![true; n];
+    let mut first = order[0];
+    for &i in &order[1..] {
+        if entries[i].0 == entries[first].0 {
+            entries[first].1 = std::mem::replace(&mut entries[i].1, Scalar::Null);
+            kept[i] = false;
+        } else {
+            first = i;
         }
-        if end - start > 1 {
-            let value = std::mem::replace(&mut entries[order[end - 1]].1, Scalar::Null);
-            entries[order[start]].1 = value;
-            order[start + 1..end].iter().for_each(|&i| dropped[i] = true);
-        }
-        start = end;
     }
-    let mut place = 0;
-    entries.retain(|_| {
-        place += 1;
-        !dropped[place - 1]
-    });
+    let mut kept = kept.into_iter();
+    entries.retain(|_| kept.next() == Some(true));
 }
 
 /// The entries as a JSON object, written as a `serde_json::Map` writes itself.
