@@ -86,7 +86,10 @@ impl EventIds {
         if !self.loaded {
             return;
         }
-        self.tail.committed(merged, |_, _| {});
+        self.tail.committed(merged, |_, mut list| {
+            list.clear();
+            list
+        });
         for (key, s) in stored {
             self.tail.push(key, s);
         }

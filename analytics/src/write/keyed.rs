@@ -96,10 +96,7 @@ impl<V> Default for ByHash<V> {
 }
 
 impl<V> ByHash<V> {
-    pub fn with_capacity(n: usize) -> Self {
-        ByHash { map: HashMap::with_capacity_and_hasher(n, Default::default()), clashes: Vec::new() }
-    }
-
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.map.len() + self.clashes.len()
     }
@@ -109,6 +106,7 @@ impl<V> ByHash<V> {
         self.map.capacity()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -121,18 +119,6 @@ impl<V> ByHash<V> {
         }
     }
 
-    pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
-        match self.map.get_mut(&key.h) {
-            Some((k, v)) if k == key => Some(v),
-            Some(_) => self.clashes.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v),
-            None => None,
-        }
-    }
-
-    pub fn contains_key(&self, key: &Key) -> bool {
-        self.get(key).is_some()
-    }
-
     pub fn insert(&mut self, key: Key, value: V) {
         match self.map.entry(key.h) {
             Entry::Vacant(slot) => {
@@ -143,25 +129,6 @@ impl<V> ByHash<V> {
                 Some(clash) => clash.1 = value,
                 None => self.clashes.push((key, value)),
             },
-        }
-    }
-
-    /// Removes the entry of `key`; a clash takes the place it leaves in `map`.
-    pub fn remove(&mut self, key: &Key) -> Option<V> {
-        match self.map.get(&key.h) {
-            Some((k, _)) if k == key => {
-                let (_, v) = self.map.remove(&key.h)?;
-                if let Some(i) = self.clashes.iter().position(|(k, _)| k.h == key.h) {
-                    let clash = self.clashes.swap_remove(i);
-                    self.map.insert(key.h, clash);
-                }
-                Some(v)
-            }
-            Some(_) => {
-                let i = self.clashes.iter().position(|(k, _)| k == key)?;
-                Some(self.clashes.swap_remove(i).1)
-            }
-            None => None,
         }
     }
 
@@ -180,9 +147,77 @@ impl<V> ByHash<V> {
     }
 }
 
+/// Keys in a list, found by their hashes. Appending writes at the list's
+/// end only, where an insert into a large hash map misses the cache twice
+/// (the tails' and recent sessions' maps were a tenth of the writer's
+/// samples, BENCHMARKS.md session 23); the lists stay short (one tail slice's
+/// keys), and a search reads their hashes, 8 bytes a key.
+pub(super) struct KeyList<V> {
+    hashes: Vec<i64>,
+    entries: Vec<(Key, V)>,
+}
+
+impl<V> Default for KeyList<V> {
+    fn default() -> Self {
+        KeyList { hashes: Vec::new(), entries: Vec::new() }
+    }
+}
+
+impl<V> KeyList<V> {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn position(&self, key: &Key) -> Option<usize> {
+        self.hashes.iter().enumerate().filter(|&(_, &h)| h == key.h).map(|(i, _)| i).find(|&i| self.entries[i].0 == *key)
+    }
+
+    pub fn get(&self, key: &Key) -> Option<&V> {
+        self.position(key).map(|i| &self.entries[i].1)
+    }
+
+    pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
+        self.position(key).map(|i| &mut self.entries[i].1)
+    }
+
+    /// Appends an entry; the caller knows the list does not hold the key.
+    pub fn push(&mut self, key: Key, value: V) {
+        self.hashes.push(key.h);
+        self.entries.push((key, value));
+    }
+
+    /// Removes the entry of `key`; the last entry takes its place.
+    pub fn remove(&mut self, key: &Key) -> Option<V> {
+        let i = self.position(key)?;
+        self.hashes.swap_remove(i);
+        Some(self.entries.swap_remove(i).1)
+    }
+
+    pub fn clear(&mut self) {
+        self.hashes.clear();
+        self.entries.clear();
+    }
+
+    pub fn first(&self) -> Option<&V> {
+        self.entries.first().map(|(_, v)| v)
+    }
+
+    pub fn hashes(&self) -> &[i64] {
+        &self.hashes
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{ByHash, Key, KeyText};
+    use super::{ByHash, Key, KeyList, KeyText};
 
     fn key(site: i64, text: &str, h: i64) -> Key {
         Key { site, text: KeyText::new(text), h }
@@ -216,26 +251,19 @@ mod tests {
         m.insert(c.clone(), 3);
         assert_eq!((m.get(&a), m.get(&b), m.get(&c), m.len()), (Some(&1), Some(&2), Some(&3), 3));
         m.insert(b.clone(), 20);
-        assert_eq!((m.get(&b), m.len()), (Some(&20), 3));
+        m.insert(a.clone(), 10);
+        assert_eq!((m.get(&a), m.get(&b), m.len()), (Some(&10), Some(&20), 3));
         assert_eq!(m.get(&key(1, "d", 7)), None);
         assert_eq!(m.get(&key(1, "a", 8)), None, "a hash is part of the key it was computed from");
-
-        // Removing the entry in the map lets a clash take its place.
-        assert_eq!(m.remove(&a), Some(1));
-        assert_eq!((m.get(&a), m.get(&b), m.get(&c), m.len()), (None, Some(&20), Some(&3), 2));
-        assert_eq!(m.remove(&c), Some(3));
-        assert_eq!(m.remove(&c), None);
-        assert_eq!((m.get(&b), m.len()), (Some(&20), 1));
-        *m.get_mut(&b).unwrap() += 1;
         let mut all: Vec<_> = m.drain().collect();
-        all.sort_by(|x, y| x.0.text.cmp(&y.0.text));
-        assert_eq!(all, vec![(b, 21)]);
+        all.sort_by(|x, y| (x.0.site, &x.0.text).cmp(&(y.0.site, &y.0.text)));
+        assert_eq!(all, vec![(a, 10), (b, 20), (c, 3)]);
         assert!(m.is_empty());
     }
 
     #[test]
     fn iteration_and_draining_see_every_entry_once() {
-        let mut m = ByHash::with_capacity(4);
+        let mut m = ByHash::default();
         for i in 0..100 {
             m.insert(key(1, &i.to_string(), i % 10), i);
         }
@@ -243,14 +271,38 @@ mod tests {
         let mut seen: Vec<i64> = m.iter().map(|(_, v)| *v).collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
-        for i in (0..100).step_by(3) {
-            assert_eq!(m.remove(&key(1, &i.to_string(), i % 10)), Some(i));
-        }
+        let mut all: Vec<i64> = m.drain().map(|(_, v)| v).collect();
+        all.sort_unstable();
+        assert_eq!(all, seen);
+        assert!(m.is_empty() && m.capacity() > 0, "draining keeps the memory");
+    }
+
+    #[test]
+    fn a_key_list_finds_keys_that_share_a_hash() {
+        let mut l = KeyList::default();
         for i in 0..100 {
-            assert_eq!(m.get(&key(1, &i.to_string(), i % 10)).is_some(), i % 3 != 0, "key {i}");
+            l.push(key(1 + i % 2, &i.to_string(), i % 10), i);
         }
-        let mut left: Vec<i64> = m.drain().map(|(_, v)| v).collect();
-        left.sort_unstable();
-        assert_eq!(left, (0..100).filter(|i| i % 3 != 0).collect::<Vec<_>>());
+        assert_eq!(l.len(), 100);
+        for i in 0..100 {
+            assert_eq!(l.get(&key(1 + i % 2, &i.to_string(), i % 10)), Some(&i), "key {i}");
+        }
+        assert_eq!(l.get(&key(2, "0", 0)), None, "same text and hash, another site");
+        assert_eq!(l.get(&key(1, "0", 1)), None, "a hash is part of the key it was computed from");
+        *l.get_mut(&key(2, "7", 7)).unwrap() += 1000;
+        assert_eq!(l.first(), Some(&0));
+        assert_eq!(l.hashes().len(), 100);
+        for i in (0..100).step_by(3) {
+            assert_eq!(l.remove(&key(1 + i % 2, &i.to_string(), i % 10)), Some(if i == 7 { 1007 } else { i }));
+        }
+        assert_eq!(l.remove(&key(1, "0", 0)), None);
+        for i in 0..100 {
+            let want = (i % 3 != 0).then_some(if i == 7 { 1007 } else { i });
+            assert_eq!(l.get(&key(1 + i % 2, &i.to_string(), i % 10)).copied(), want, "key {i}");
+        }
+        let hashes: Vec<i64> = l.iter().map(|(k, _)| k.h).collect();
+        assert_eq!(hashes, l.hashes(), "each entry's hash is beside it");
+        l.clear();
+        assert!(l.is_empty() && l.hashes().is_empty());
     }
 }

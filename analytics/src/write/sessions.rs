@@ -2,20 +2,19 @@
 //!
 //! Sessions are rows appended to `sessions` in arrival order, found by
 //! (site, session id) through a [`Tail`] over `session_index`; merged sessions
-//! stay in a two-generation cache of recently seen ones.
+//! stay in memory for two more rounds of merges, or longer when seen again.
 
 use rusqlite::{params, Connection};
 
 use super::key::IndexHasher;
-use super::keyed::ByHash;
-use super::tail::{Key, Merged, Place, Row, Tables, Tail};
+use super::keyed::KeyList;
+use super::tail::{slice_of, Key, Merged, Place, Row, Tables, Tail, SLICES};
 use super::{Names, SessionState};
 use crate::Result;
 
-/// Sessions the tail holds before slices are merged into the index (about 7 MB).
+/// Sessions the tail holds before slices are merged into the index (about
+/// 4 MB; the recent sessions twice that).
 const TAIL_MAX: usize = 32_768;
-/// Merged sessions kept in each generation of the cache of recent sessions.
-const RECENT_GENERATION: usize = 16_384;
 
 pub(crate) const TABLES: Tables = Tables {
     cold: "session_index",
@@ -46,20 +45,54 @@ pub(super) struct Sessions {
     pub names: Names,
 }
 
-/// Merged sessions seen lately, in two generations: a session seen again
-/// moves to the young one; when it is full, the old one is dropped.
-#[derive(Default)]
+/// Merged sessions seen lately, by slice in two generations: a slice's
+/// merge makes its list the young one, the young one old, and drops the old
+/// one; a session seen again moves to the young one.
 struct Recent {
-    young: ByHash<Known>,
-    old: ByHash<Known>,
+    slices: Vec<[KeyList<Known>; 2]>,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent { slices: (0..SLICES).map(|_| Default::default()).collect() }
+    }
 }
 
 impl Recent {
-    fn remember(&mut self, key: SessionKey, known: Known) {
-        if self.young.len() >= RECENT_GENERATION && !self.young.contains_key(&key) {
-            self.old = std::mem::replace(&mut self.young, ByHash::with_capacity(RECENT_GENERATION));
+    fn generations(&mut self, key: &SessionKey) -> &mut [KeyList<Known>; 2] {
+        &mut self.slices[usize::from(slice_of(key.h))]
+    }
+
+    fn get(&mut self, key: &SessionKey) -> Option<&Known> {
+        let [young, old] = self.generations(key);
+        if let Some(known) = old.remove(key) {
+            young.push(key.clone(), known);
         }
-        self.young.insert(key, known);
+        young.get(key)
+    }
+
+    fn remember(&mut self, key: SessionKey, known: Known) {
+        let [young, old] = self.generations(&key);
+        match young.get_mut(&key) {
+            Some(k) => *k = known,
+            None => {
+                old.remove(&key);
+                young.push(key, known);
+            }
+        }
+    }
+
+    /// Takes a slice's merged list as its young generation; gives back the
+    /// old one, emptied.
+    fn merged(&mut self, slice: u16, list: KeyList<Known>) -> KeyList<Known> {
+        let [young, old] = &mut self.slices[usize::from(slice)];
+        let mut dropped = std::mem::replace(old, std::mem::replace(young, list));
+        dropped.clear();
+        dropped
+    }
+
+    fn clear(&mut self) {
+        self.slices.iter_mut().flatten().for_each(KeyList::clear);
     }
 }
 
@@ -84,12 +117,8 @@ impl Sessions {
         if !self.tail.may_hold(conn, key) {
             return Ok(None);
         }
-        if let Some(k) = self.tail.get(key).or_else(|| self.recent.young.get(key)) {
+        if let Some(k) = self.tail.get(key).or_else(|| self.recent.get(key)) {
             return Ok(Some(k.clone()));
-        }
-        if let Some(k) = self.recent.old.remove(key) {
-            self.recent.remember(key.clone(), k.clone());
-            return Ok(Some(k));
         }
         let names = &mut self.names;
         self.tail.indexed(conn, key, |seq| {
@@ -130,14 +159,13 @@ impl Sessions {
             return;
         }
         let recent = &mut self.recent;
-        self.tail.committed(merged, |key, known| recent.remember(key, known));
+        self.tail.committed(merged, |slice, list| recent.merged(slice, list));
         for (key, known, new) in written {
             if new {
                 self.tail.push(key, known);
             } else if let Some(k) = self.tail.get_mut(&key) {
                 *k = known;
             } else {
-                self.recent.old.remove(&key);
                 self.recent.remember(key, known);
             }
         }
@@ -147,8 +175,7 @@ impl Sessions {
     pub fn reset(&mut self) {
         self.loaded = false;
         self.tail.clear();
-        self.recent.young.clear();
-        self.recent.old.clear();
+        self.recent.clear();
     }
 
     fn ensure_loaded(&mut self, conn: &Connection) -> Result<()> {
@@ -187,5 +214,58 @@ impl Sessions {
         self.tail.restore_hot(hot);
         self.loaded = true;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::keyed::KeyText;
+    use super::{Key, KeyList, Known, Recent, SessionState};
+
+    fn key(n: i64, slice: u8) -> Key {
+        Key { site: 1, text: KeyText::new(&format!("s{n}")), h: (i64::from(slice) << 56) | n }
+    }
+
+    fn known(seq: i64) -> Known {
+        let state = SessionState { first_hour: 0, device: 0, country: "FR".into(), variant: "".into(), forced: false, flags: 0 };
+        Known { seq, state }
+    }
+
+    fn merged(keys: &[(i64, u8)]) -> KeyList<Known> {
+        let mut list = KeyList::default();
+        keys.iter().for_each(|&(n, slice)| list.push(key(n, slice), known(n)));
+        list
+    }
+
+    fn seqs(r: &mut Recent, keys: &[(i64, u8)]) -> Vec<Option<i64>> {
+        keys.iter().map(|&(n, slice)| r.get(&key(n, slice)).map(|k| k.seq)).collect()
+    }
+
+    #[test]
+    fn merged_sessions_stay_two_merges_of_their_slice_or_longer_when_seen() {
+        let mut r = Recent::default();
+        assert!(r.merged(3, merged(&[(1, 3), (2, 3)])).is_empty());
+        r.merged(4, merged(&[(10, 4)]));
+        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (10, 4), (5, 3)]), [Some(1), Some(2), Some(10), None]);
+
+        // A second merge of slice 3 makes 1 and 2 old; a third drops them,
+        // unless seen in between (2, which moves back to the young list).
+        r.merged(3, merged(&[(3, 3)]));
+        assert_eq!(seqs(&mut r, &[(2, 3)]), [Some(2)]);
+        let dropped = r.merged(3, merged(&[(4, 3)]));
+        assert!(dropped.is_empty(), "the dropped list is given back empty");
+        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (3, 3), (4, 3), (10, 4)]), [None, Some(2), Some(3), Some(4), Some(10)]);
+
+        // A changed session, whether held or not, is remembered in its slice's young list once.
+        let mut changed = known(2);
+        changed.state.flags = 1;
+        r.remember(key(2, 3), changed.clone());
+        r.remember(key(9, 3), known(9));
+        r.remember(key(3, 3), known(33));
+        assert_eq!(r.get(&key(2, 3)).map(|k| k.state.flags), Some(1));
+        assert_eq!(seqs(&mut r, &[(9, 3), (3, 3)]), [Some(9), Some(33)]);
+        assert_eq!(r.slices[3][0].len() + r.slices[3][1].len(), 4, "2, 3, 4 and 9, each once");
+        r.clear();
+        assert_eq!(seqs(&mut r, &[(2, 3), (4, 3), (10, 4)]), [None, None, None]);
     }
 }

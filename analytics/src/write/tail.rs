@@ -40,7 +40,7 @@ use super::filter::{Filter, Held};
 use super::hot::Hot;
 use super::key::IndexHasher;
 pub(super) use super::keyed::Key;
-use super::keyed::{ByHash, KeyText};
+use super::keyed::{KeyList, KeyText};
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -81,26 +81,13 @@ pub(super) fn slice_of(h: i64) -> u16 {
 
 pub(super) const SLICES: usize = 256;
 
-/// The tail's keys of one slice.
-struct Slice<V> {
-    entries: ByHash<V>,
-    /// The smallest `seq` of their rows (rows come in `seq` order).
-    first_seq: i64,
-}
-
-impl<V> Default for Slice<V> {
-    fn default() -> Self {
-        Slice { entries: ByHash::default(), first_seq: 0 }
-    }
-}
-
 pub(super) struct Tail<V> {
     tables: &'static Tables,
     hasher: IndexHasher,
     pub max: usize,
-    /// The keys by slice: a merge takes a slice's keys, and drops them once
-    /// committed, without looking each key up.
-    slices: Vec<Slice<V>>,
+    /// The keys by slice, each slice's in `seq` order: a merge takes a
+    /// slice's list whole once committed.
+    slices: Vec<KeyList<V>>,
     /// The next slice to merge: merging goes round the slices in order.
     cursor: u16,
     /// Commits seen, to move `low` now and then even when nothing is merged.
@@ -117,17 +104,17 @@ pub(super) struct Tail<V> {
 
 /// The keys of the tail and the hot level, for the filter.
 struct InMemory<'a, V> {
-    slices: &'a [Slice<V>],
+    slices: &'a [KeyList<V>],
     hot: &'a Hot,
 }
 
 impl<V> Held for InMemory<'_, V> {
     fn count(&self) -> usize {
-        self.slices.iter().map(|s| s.entries.len()).sum::<usize>() + self.hot.len()
+        self.slices.iter().map(KeyList::len).sum::<usize>() + self.hot.len()
     }
 
     fn each(&self, mut f: impl FnMut(u64)) {
-        self.slices.iter().flat_map(|s| s.entries.iter()).for_each(|(k, _)| f(k.h as u64));
+        self.slices.iter().flat_map(KeyList::hashes).for_each(|&h| f(h as u64));
         self.hot.hashes().for_each(f);
     }
 }
@@ -183,7 +170,7 @@ impl<V: Row> Tail<V> {
             tables,
             hasher,
             max,
-            slices: (0..SLICES).map(|_| Slice::default()).collect(),
+            slices: (0..SLICES).map(|_| KeyList::default()).collect(),
             cursor: 0,
             commits: 0,
             hot: Hot::default(),
@@ -199,11 +186,11 @@ impl<V: Row> Tail<V> {
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
-        self.slices[usize::from(slice_of(key.h))].entries.get(key)
+        self.slices[usize::from(slice_of(key.h))].get(key)
     }
 
     pub fn get_mut(&mut self, key: &Key) -> Option<&mut V> {
-        self.slices[usize::from(slice_of(key.h))].entries.get_mut(key)
+        self.slices[usize::from(slice_of(key.h))].get_mut(key)
     }
 
     /// The key of (site, text), with its hash in the index tables.
@@ -222,15 +209,11 @@ impl<V: Row> Tail<V> {
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
         self.filter.add(key.h as u64);
-        let slice = &mut self.slices[usize::from(slice_of(key.h))];
-        if slice.entries.is_empty() {
-            slice.first_seq = value.seq();
-        }
-        slice.entries.insert(key, value);
+        self.slices[usize::from(slice_of(key.h))].push(key, value);
     }
 
     pub fn clear(&mut self) {
-        self.slices.iter_mut().for_each(|s| s.entries.clear());
+        self.slices.iter_mut().for_each(KeyList::clear);
         self.cursor = 0;
         self.hot.clear();
         self.drained_to = None;
@@ -325,7 +308,7 @@ impl<V: Row> Tail<V> {
     /// marks. Returns the slices and how many keys they held.
     fn merge(&mut self, conn: &Connection) -> Result<(Merged, usize)> {
         let mut merged = Merged::default();
-        let mut left: usize = self.slices.iter().map(|s| s.entries.len()).sum();
+        let mut left: usize = self.slices.iter().map(KeyList::len).sum();
         if left <= self.max {
             return Ok((merged, 0));
         }
@@ -336,7 +319,7 @@ impl<V: Row> Tail<V> {
                 break;
             }
             let slice = (usize::from(self.cursor) + step) % SLICES;
-            let keys = &self.slices[slice].entries;
+            let keys = &self.slices[slice];
             if keys.is_empty() {
                 continue;
             }
@@ -364,8 +347,8 @@ impl<V: Row> Tail<V> {
             .slices
             .iter()
             .enumerate()
-            .filter(|(i, s)| !s.entries.is_empty() && !merged.0.contains(&(*i as u16)))
-            .map(|(_, s)| s.first_seq - 1)
+            .filter(|(i, _)| !merged.0.contains(&(*i as u16)))
+            .filter_map(|(_, s)| s.first().map(|v| v.seq() - 1))
             .chain(std::iter::once(next_seq - 1))
             .min()
             .unwrap_or(0);
@@ -395,10 +378,13 @@ impl<V: Row> Tail<V> {
         Ok(!keys.is_empty())
     }
 
-    /// Drops the slices a committed transaction merged, handing their entries to `take`.
-    pub fn committed(&mut self, merged: Merged, mut take: impl FnMut(Key, V)) {
+    /// Hands the lists of the slices a committed transaction merged to
+    /// `take`, which gives back an empty list (its memory reused) in their place.
+    pub fn committed(&mut self, merged: Merged, mut take: impl FnMut(u16, KeyList<V>) -> KeyList<V>) {
         for slice in merged.0 {
-            self.slices[usize::from(slice)].entries.drain().for_each(|(k, v)| take(k, v));
+            let list = &mut self.slices[usize::from(slice)];
+            *list = take(slice, std::mem::take(list));
+            debug_assert!(list.is_empty());
             self.cursor = slice.wrapping_add(1);
         }
     }
