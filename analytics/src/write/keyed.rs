@@ -202,6 +202,20 @@ impl<V> KeyList<V> {
         self.entries.clear();
     }
 
+    /// Makes an empty list's memory room for `n` entries: lists are filled
+    /// again and again, and growing one by doubling would leave it with up to
+    /// twice the room it needs.
+    pub fn make_room(&mut self, n: usize) {
+        debug_assert!(self.is_empty());
+        if self.entries.capacity() > n {
+            self.hashes.shrink_to(n);
+            self.entries.shrink_to(n);
+        } else {
+            self.hashes.reserve_exact(n);
+            self.entries.reserve_exact(n);
+        }
+    }
+
     pub fn first(&self) -> Option<&V> {
         self.entries.first().map(|(_, v)| v)
     }
@@ -304,5 +318,9 @@ mod tests {
         assert_eq!(hashes, l.hashes(), "each entry's hash is beside it");
         l.clear();
         assert!(l.is_empty() && l.hashes().is_empty());
+        l.make_room(10);
+        assert!((10..100).contains(&l.entries.capacity()) && (10..100).contains(&l.hashes.capacity()), "shrunk");
+        l.make_room(300);
+        assert!(l.entries.capacity() >= 300 && l.hashes.capacity() >= 300, "grown");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Sessions are rows appended to `sessions` in arrival order, found by
 //! (site, session id) through a [`Tail`] over `session_index`; merged sessions
-//! stay in memory for two more rounds of merges, or longer when seen again.
+//! stay in memory until their slice's next merge.
 
 use rusqlite::{params, Connection};
 
@@ -13,7 +13,7 @@ use super::{Names, SessionState};
 use crate::Result;
 
 /// Sessions the tail holds before slices are merged into the index (about
-/// 4 MB; the recent sessions twice that).
+/// 4 MB; the recent sessions about twice that).
 const TAIL_MAX: usize = 32_768;
 
 pub(crate) const TABLES: Tables = Tables {
@@ -45,54 +45,47 @@ pub(super) struct Sessions {
     pub names: Names,
 }
 
-/// Merged sessions seen lately, by slice in two generations: a slice's
-/// merge makes its list the young one, the young one old, and drops the old
-/// one; a session seen again moves to the young one.
+/// Merged sessions, by slice: what the slice's last merge took in, and the
+/// sessions found through the index and changed since. The next merge of
+/// the slice drops them (a session that stays active is read from its row
+/// again, once a round of merges).
 struct Recent {
-    slices: Vec<[KeyList<Known>; 2]>,
+    slices: Vec<KeyList<Known>>,
 }
 
 impl Default for Recent {
     fn default() -> Self {
-        Recent { slices: (0..SLICES).map(|_| Default::default()).collect() }
+        Recent { slices: (0..SLICES).map(|_| KeyList::default()).collect() }
     }
 }
 
 impl Recent {
-    fn generations(&mut self, key: &SessionKey) -> &mut [KeyList<Known>; 2] {
+    fn slice(&mut self, key: &SessionKey) -> &mut KeyList<Known> {
         &mut self.slices[usize::from(slice_of(key.h))]
     }
 
     fn get(&mut self, key: &SessionKey) -> Option<&Known> {
-        let [young, old] = self.generations(key);
-        if let Some(known) = old.remove(key) {
-            young.push(key.clone(), known);
-        }
-        young.get(key)
+        self.slice(key).get(key)
     }
 
     fn remember(&mut self, key: SessionKey, known: Known) {
-        let [young, old] = self.generations(&key);
-        match young.get_mut(&key) {
+        let slice = self.slice(&key);
+        match slice.get_mut(&key) {
             Some(k) => *k = known,
-            None => {
-                old.remove(&key);
-                young.push(key, known);
-            }
+            None => slice.push(key, known),
         }
     }
 
-    /// Takes a slice's merged list as its young generation; gives back the
-    /// old one, emptied.
+    /// Takes a slice's merged list in place of the one it holds, and gives
+    /// that one back emptied.
     fn merged(&mut self, slice: u16, list: KeyList<Known>) -> KeyList<Known> {
-        let [young, old] = &mut self.slices[usize::from(slice)];
-        let mut dropped = std::mem::replace(old, std::mem::replace(young, list));
+        let mut dropped = std::mem::replace(&mut self.slices[usize::from(slice)], list);
         dropped.clear();
         dropped
     }
 
     fn clear(&mut self) {
-        self.slices.iter_mut().flatten().for_each(KeyList::clear);
+        self.slices.iter_mut().for_each(KeyList::clear);
     }
 }
 
@@ -242,30 +235,26 @@ mod tests {
     }
 
     #[test]
-    fn merged_sessions_stay_two_merges_of_their_slice_or_longer_when_seen() {
+    fn merged_sessions_stay_until_their_slice_merges_again() {
         let mut r = Recent::default();
         assert!(r.merged(3, merged(&[(1, 3), (2, 3)])).is_empty());
         r.merged(4, merged(&[(10, 4)]));
         assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (10, 4), (5, 3)]), [Some(1), Some(2), Some(10), None]);
 
-        // A second merge of slice 3 makes 1 and 2 old; a third drops them,
-        // unless seen in between (2, which moves back to the young list).
-        r.merged(3, merged(&[(3, 3)]));
-        assert_eq!(seqs(&mut r, &[(2, 3)]), [Some(2)]);
-        let dropped = r.merged(3, merged(&[(4, 3)]));
-        assert!(dropped.is_empty(), "the dropped list is given back empty");
-        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (3, 3), (4, 3), (10, 4)]), [None, Some(2), Some(3), Some(4), Some(10)]);
-
-        // A changed session, whether held or not, is remembered in its slice's young list once.
+        // A changed session, whether held or not, is remembered in its slice once.
         let mut changed = known(2);
         changed.state.flags = 1;
-        r.remember(key(2, 3), changed.clone());
+        r.remember(key(2, 3), changed);
         r.remember(key(9, 3), known(9));
-        r.remember(key(3, 3), known(33));
         assert_eq!(r.get(&key(2, 3)).map(|k| k.state.flags), Some(1));
-        assert_eq!(seqs(&mut r, &[(9, 3), (3, 3)]), [Some(9), Some(33)]);
-        assert_eq!(r.slices[3][0].len() + r.slices[3][1].len(), 4, "2, 3, 4 and 9, each once");
+        assert_eq!(seqs(&mut r, &[(1, 3), (9, 3)]), [Some(1), Some(9)]);
+        assert_eq!(r.slices[3].len(), 3);
+
+        // The next merge of slice 3 drops what it held; slice 4 keeps its own.
+        let dropped = r.merged(3, merged(&[(3, 3)]));
+        assert!(dropped.is_empty(), "the dropped list is given back empty");
+        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (9, 3), (3, 3), (10, 4)]), [None, None, None, Some(3), Some(10)]);
         r.clear();
-        assert_eq!(seqs(&mut r, &[(2, 3), (4, 3), (10, 4)]), [None, None, None]);
+        assert_eq!(seqs(&mut r, &[(3, 3), (10, 4)]), [None, None]);
     }
 }

@@ -209,7 +209,21 @@ impl<V: Row> Tail<V> {
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
         self.filter.add(key.h as u64);
-        self.slices[usize::from(slice_of(key.h))].push(key, value);
+        let room = self.slice_room();
+        let list = &mut self.slices[usize::from(slice_of(key.h))];
+        if list.is_empty() {
+            list.make_room(room);
+        }
+        list.push(key, value);
+    }
+
+    /// Keys a slice gathers before its merge, but for a rare few: a slice is
+    /// merged when the tail is full, and by then it holds about twice its
+    /// share of the tail (the slices hold from none to that, by how long ago
+    /// each was merged), give or take a square root.
+    fn slice_room(&self) -> usize {
+        let mean = 2 * self.max / SLICES;
+        mean + 4 * mean.isqrt() + 8
     }
 
     pub fn clear(&mut self) {
