@@ -209,12 +209,12 @@ impl<V: Row> Tail<V> {
     /// Adds a row not in the index table; rows must come in `seq` order.
     pub fn push(&mut self, key: Key, value: V) {
         self.filter.add(key.h as u64);
-        let room = self.slice_room();
-        let list = &mut self.slices[usize::from(slice_of(key.h))];
-        if list.is_empty() {
-            list.make_room(room);
+        let slice = usize::from(slice_of(key.h));
+        if self.slices[slice].is_empty() {
+            let room = self.slice_room();
+            self.slices[slice].make_room(room);
         }
-        list.push(key, value);
+        self.slices[slice].push(key, value);
     }
 
     /// Keys a slice gathers before its merge, but for a rare few: a slice is
