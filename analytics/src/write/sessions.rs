@@ -60,16 +60,12 @@ impl Default for Recent {
 }
 
 impl Recent {
-    fn slice(&mut self, key: &SessionKey) -> &mut KeyList<Known> {
-        &mut self.slices[usize::from(slice_of(key.h))]
-    }
-
-    fn get(&mut self, key: &SessionKey) -> Option<&Known> {
-        self.slice(key).get(key)
+    fn get(&self, key: &SessionKey) -> Option<&Known> {
+        self.slices[usize::from(slice_of(key.h))].get(key)
     }
 
     fn remember(&mut self, key: SessionKey, known: Known) {
-        let slice = self.slice(&key);
+        let slice = &mut self.slices[usize::from(slice_of(key.h))];
         match slice.get_mut(&key) {
             Some(k) => *k = known,
             None => slice.push(key, known),
@@ -230,7 +226,7 @@ mod tests {
         list
     }
 
-    fn seqs(r: &mut Recent, keys: &[(i64, u8)]) -> Vec<Option<i64>> {
+    fn seqs(r: &Recent, keys: &[(i64, u8)]) -> Vec<Option<i64>> {
         keys.iter().map(|&(n, slice)| r.get(&key(n, slice)).map(|k| k.seq)).collect()
     }
 
@@ -239,7 +235,7 @@ mod tests {
         let mut r = Recent::default();
         assert!(r.merged(3, merged(&[(1, 3), (2, 3)])).is_empty());
         r.merged(4, merged(&[(10, 4)]));
-        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (10, 4), (5, 3)]), [Some(1), Some(2), Some(10), None]);
+        assert_eq!(seqs(&r, &[(1, 3), (2, 3), (10, 4), (5, 3)]), [Some(1), Some(2), Some(10), None]);
 
         // A changed session, whether held or not, is remembered in its slice once.
         let mut changed = known(2);
@@ -247,14 +243,14 @@ mod tests {
         r.remember(key(2, 3), changed);
         r.remember(key(9, 3), known(9));
         assert_eq!(r.get(&key(2, 3)).map(|k| k.state.flags), Some(1));
-        assert_eq!(seqs(&mut r, &[(1, 3), (9, 3)]), [Some(1), Some(9)]);
+        assert_eq!(seqs(&r, &[(1, 3), (9, 3)]), [Some(1), Some(9)]);
         assert_eq!(r.slices[3].len(), 3);
 
         // The next merge of slice 3 drops what it held; slice 4 keeps its own.
         let dropped = r.merged(3, merged(&[(3, 3)]));
         assert!(dropped.is_empty(), "the dropped list is given back empty");
-        assert_eq!(seqs(&mut r, &[(1, 3), (2, 3), (9, 3), (3, 3), (10, 4)]), [None, None, None, Some(3), Some(10)]);
+        assert_eq!(seqs(&r, &[(1, 3), (2, 3), (9, 3), (3, 3), (10, 4)]), [None, None, None, Some(3), Some(10)]);
         r.clear();
-        assert_eq!(seqs(&mut r, &[(3, 3), (10, 4)]), [None, None]);
+        assert_eq!(seqs(&r, &[(3, 3), (10, 4)]), [None, None]);
     }
 }
