@@ -78,18 +78,8 @@ fn acknowledged_events_survive_sigkill_and_retries_count_once() {
     app.start_again();
     // Every acknowledged event is on disk.
     let mut stored: HashMap<String, usize> = HashMap::new();
-    let mut offset = 0;
-    loop {
-        let page = app.events(&site, &format!("?limit=1000&offset={offset}"));
-        page.expect(200);
-        let events = page.body["events"].as_array().unwrap().clone();
-        for e in &events {
-            *stored.entry(e["id"].as_str().unwrap().to_owned()).or_default() += 1;
-        }
-        if events.len() < 1000 {
-            break;
-        }
-        offset += 1000;
+    for id in all_event_ids(&app, &site) {
+        *stored.entry(id).or_default() += 1;
     }
     for (event_id, id) in &acked {
         assert_eq!(stored.get(id), Some(&1), "acknowledged event {event_id} (id {id}) missing after SIGKILL");

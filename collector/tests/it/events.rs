@@ -469,6 +469,61 @@ fn batch_over_1_mib_is_413() {
     assert_eq!(a.body["accepted"], 400, "{}", &a.text[..a.text.len().min(500)]);
 }
 
+#[test]
+fn a_full_write_queue_answers_503_and_stores_nothing_it_refused() {
+    // One write may wait for the writer: concurrent clients find the queue
+    // full while it commits.
+    let app = TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0", "--queue-capacity", "1"]);
+    // Through the CLI: the API's write could find the queue taken by a job.
+    let site = app.admin(&["create-site", "--account", "acme", "--name", "Queue", "--domain", DOMAIN]);
+    let acked = std::sync::Mutex::new(Vec::new());
+    let refused = std::sync::atomic::AtomicUsize::new(0);
+    for _round in 0..20 {
+        std::thread::scope(|scope| {
+            for _ in 0..32 {
+                scope.spawn(|| {
+                    for _ in 0..10 {
+                        let a = app.track(&event(&site, &Uuid::new_v4().to_string(), "pageview", json!({})));
+                        match a.status.as_u16() {
+                            201 => acked.lock().unwrap().push(a.body["id"].as_str().expect("id in a 201").to_owned()),
+                            503 => {
+                                assert_eq!(a.error(), ("UNAVAILABLE".into(), None, "overloaded".into()), "{}", a.text);
+                                assert_eq!(a.header("retry-after"), Some("1"), "{}", a.text);
+                                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            other => panic!("track under load answered {other}: {}", a.text),
+                        }
+                    }
+                });
+            }
+        });
+        if refused.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+    }
+    let refused = refused.into_inner();
+    assert!(refused > 0, "32 concurrent clients never found a one-place write queue full");
+    // The collector takes events again once the burst is over, and holds
+    // exactly those it acknowledged.
+    let mut acked = acked.into_inner().unwrap();
+    let after = event(&site, "after-the-burst", "pageview", json!({}));
+    let mut a = app.track(&after);
+    for _ in 0..50 {
+        if a.status.as_u16() != 503 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        a = app.track(&after);
+    }
+    a.expect(201);
+    acked.push(a.body["id"].as_str().expect("id in a 201").to_owned());
+    let mut stored = all_event_ids(&app, &site);
+    eprintln!("{} events acknowledged, {refused} refused with 503", acked.len());
+    acked.sort();
+    stored.sort();
+    assert_eq!(stored, acked, "the stored events must be exactly the acknowledged ones");
+}
+
 // ---------------------------------------------------------------- list
 
 #[test]

@@ -11,26 +11,6 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// Every event id of a site, paging through GET /v1/events/sites/:id with limit=1000.
-fn all_event_ids(app: &TestApp, site: &str) -> Vec<String> {
-    let mut ids = Vec::new();
-    let mut offset = 0;
-    loop {
-        let a = app.events(site, &format!("?limit=1000&offset={offset}"));
-        a.expect(200);
-        let events = a.body["events"].as_array().expect("events array").clone();
-        let total = a.body["total"].as_u64().expect("total") as usize;
-        for e in &events {
-            ids.push(e["id"].as_str().expect("event id").to_owned());
-        }
-        offset += events.len();
-        if events.is_empty() || offset >= total {
-            assert_eq!(ids.len(), total, "paging must return exactly `total` events");
-            return ids;
-        }
-    }
-}
-
 /// Key listings without `last_used_at`, which the server may record at any time.
 fn keys_without_usage(app: &TestApp) -> Value {
     let mut keys = app.get("/v1/keys").expect(200).body["keys"].clone();

@@ -311,3 +311,23 @@ pub fn track_ok(app: &TestApp, body: Value) -> Value {
 pub fn id(site: &Value) -> String {
     site["id"].as_str().expect("site id").to_owned()
 }
+
+/// Every event id of a site, paging through GET /v1/events/sites/:id with limit=1000.
+pub fn all_event_ids(app: &TestApp, site: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut offset = 0;
+    loop {
+        let a = app.events(site, &format!("?limit=1000&offset={offset}"));
+        a.expect(200);
+        let events = a.body["events"].as_array().expect("events array").clone();
+        let total = a.body["total"].as_u64().expect("total") as usize;
+        for e in &events {
+            ids.push(e["id"].as_str().expect("event id").to_owned());
+        }
+        offset += events.len();
+        if events.is_empty() || offset >= total {
+            assert_eq!(ids.len(), total, "paging must return exactly `total` events");
+            return ids;
+        }
+    }
+}
