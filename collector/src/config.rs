@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use analytics::store::Durability;
 use anyhow::Context;
 use clap::Args;
+use ipnet::IpNet;
 use serde::Deserialize;
 
 #[derive(Debug, Clone)]
@@ -56,6 +57,9 @@ pub struct DeliveryConfig {
     /// The first retry waits about this long; each next one twice as long (with jitter).
     pub retry_base: std::time::Duration,
     pub max_attempts: u32,
+    /// Ranges webhooks may reach although they are not public (loopback,
+    /// private …), for receivers on premises.
+    pub webhook_allow: Vec<IpNet>,
 }
 
 /// A value that must never reach a log: its Debug form is redacted.
@@ -147,6 +151,9 @@ pub struct ServeArgs {
     /// Hours without any event from a site before the no_data alert fires [default: 24]
     #[arg(long, env = "POSTERN_ALERT_NO_DATA_HOURS", value_parser = clap::value_parser!(u32).range(1..=720))]
     pub alert_no_data_hours: Option<u32>,
+    /// A non-public range webhooks may reach (e.g. 10.0.0.0/8 for a receiver on premises); repeat it or give a comma-separated list
+    #[arg(long, env = "POSTERN_WEBHOOK_ALLOW_CIDR", value_delimiter = ',', value_parser = parse_cidr)]
+    pub webhook_allow_cidr: Vec<IpNet>,
     /// Public base URL of this collector, used in links inside reports [default: http://<listen>]
     #[arg(long, env = "POSTERN_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -183,6 +190,7 @@ struct FileConfig {
     delivery_retry_base_ms: Option<u64>,
     delivery_max_attempts: Option<u32>,
     alert_no_data_hours: Option<u32>,
+    webhook_allow_cidr: Option<Vec<String>>,
     public_url: Option<String>,
     clock: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -235,6 +243,12 @@ impl DeliveryConfig {
         let default_port = if smtp_tls == SmtpTls::Tls { 465 } else { 587 };
         let max_attempts = args.delivery_max_attempts.or(file.delivery_max_attempts).unwrap_or(8);
         anyhow::ensure!((1..=20).contains(&max_attempts), "delivery_max_attempts must be between 1 and 20");
+        let webhook_allow = if args.webhook_allow_cidr.is_empty() {
+            let listed = file.webhook_allow_cidr.iter().flatten();
+            listed.map(|c| parse_cidr(c).map_err(|e| anyhow::anyhow!("webhook_allow_cidr: {e}"))).collect::<anyhow::Result<_>>()?
+        } else {
+            args.webhook_allow_cidr.clone()
+        };
         Ok(DeliveryConfig {
             smtp_host: args.smtp_host.clone().or(file.smtp_host.clone()),
             smtp_port: args.smtp_port.or(file.smtp_port).unwrap_or(default_port),
@@ -246,6 +260,7 @@ impl DeliveryConfig {
                 args.delivery_retry_base_ms.or(file.delivery_retry_base_ms).unwrap_or(660_000).max(1),
             ),
             max_attempts,
+            webhook_allow,
         })
     }
 }
@@ -263,6 +278,14 @@ impl Config {
 /// CPU per request (BENCHMARKS.md, session 6).
 fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1)).max(1)
+}
+
+/// A range in CIDR notation, or one address (a range of one).
+fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    let s = s.trim();
+    s.parse::<IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{s:?} is not an address range such as 10.0.0.0/8 or fd00::/8"))
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -299,6 +322,31 @@ mod tests {
         assert_eq!(c.workers, 3);
         let err = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(["serve", "--workers", "0"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn webhook_allow_ranges_come_from_repeated_flags_comma_lists_or_the_file() {
+        use clap::FromArgMatches;
+        let parse = |argv: &[&str]| {
+            let m = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(argv)?;
+            ServeArgs::from_arg_matches(&m)
+        };
+        let args = parse(&["serve", "--webhook-allow-cidr", "127.0.0.0/8,10.1.2.3", "--webhook-allow-cidr", "fd00::/8"]).unwrap();
+        let c = Config::from_args(&args).unwrap();
+        let shown: Vec<String> = c.delivery.webhook_allow.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["127.0.0.0/8", "10.1.2.3/32", "fd00::/8"]);
+        let err = parse(&["serve", "--webhook-allow-cidr", "10.0.0.0/33"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("postern.toml");
+        std::fs::write(&path, "webhook_allow_cidr = [\"192.168.0.0/16\"]\n").unwrap();
+        let c = Config::from_args(&ServeArgs { config: Some(path.clone()), ..Default::default() }).unwrap();
+        assert_eq!(c.delivery.webhook_allow, vec!["192.168.0.0/16".parse::<IpNet>().unwrap()]);
+        assert!(Config::from_args(&ServeArgs::default()).unwrap().delivery.webhook_allow.is_empty(), "nothing is allowed by default");
+        std::fs::write(&path, "webhook_allow_cidr = [\"intranet\"]\n").unwrap();
+        let err = Config::from_args(&ServeArgs { config: Some(path), ..Default::default() }).unwrap_err();
+        assert!(format!("{err:#}").contains("webhook_allow_cidr"), "{err:#}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod geo;
 mod keys;
 mod openapi;
 mod ops;
+mod outbound;
 mod rate_limits;
 mod reports;
 mod restart;
