@@ -25,5 +25,6 @@ mod reports;
 mod restart;
 mod retention;
 mod sdk;
+mod sign_in;
 mod sites;
 mod wall_preview;
