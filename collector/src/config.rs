@@ -118,6 +118,9 @@ pub struct ServeArgs {
     /// Seed a demo account, site and history, and print a working API key
     #[arg(long, env = "POSTERN_DEMO")]
     pub demo: bool,
+    /// Let --demo listen on a non-loopback address although its Admin password is public
+    #[arg(long, env = "POSTERN_DEMO_PUBLIC")]
+    pub demo_public: bool,
     /// Days raw events are kept [default: 90]
     #[arg(long, env = "POSTERN_RAW_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
     pub raw_retention_days: Option<u32>,
@@ -179,6 +182,7 @@ struct FileConfig {
     client_ip_header: Option<String>,
     geoip_db: Option<PathBuf>,
     demo: Option<bool>,
+    demo_public: Option<bool>,
     raw_retention_days: Option<u32>,
     rollup_retention_days: Option<u32>,
     smtp_host: Option<String>,
@@ -210,6 +214,13 @@ impl Config {
         let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let public_url = args.public_url.clone().or(file.public_url).unwrap_or_else(|| format!("http://{listen}"));
         let clock_offset = args.clock.or(file.clock).map_or(chrono::Duration::zero(), |t| t - chrono::Utc::now());
+        let demo = args.demo || file.demo.unwrap_or(false);
+        let demo_public = args.demo_public || file.demo_public.unwrap_or(false);
+        anyhow::ensure!(
+            !demo || demo_public || listen.ip().is_loopback(),
+            "--demo signs in an Admin with a public password (postern-demo), so it listens on loopback only; \
+             to serve it on {listen} anyway, add --demo-public"
+        );
         Ok(Config {
             db: args.db.clone().or(file.db).unwrap_or_else(|| PathBuf::from("postern.db")),
             listen,
@@ -221,7 +232,7 @@ impl Config {
             country_header: args.country_header.clone().or(file.country_header),
             client_ip_header: args.client_ip_header.clone().or(file.client_ip_header),
             geoip_db: args.geoip_db.clone().or(file.geoip_db),
-            demo: args.demo || file.demo.unwrap_or(false),
+            demo,
             raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
             delivery,
@@ -347,6 +358,16 @@ mod tests {
         std::fs::write(&path, "webhook_allow_cidr = [\"intranet\"]\n").unwrap();
         let err = Config::from_args(&ServeArgs { config: Some(path), ..Default::default() }).unwrap_err();
         assert!(format!("{err:#}").contains("webhook_allow_cidr"), "{err:#}");
+    }
+
+    #[test]
+    fn the_demo_listens_on_loopback_unless_made_public_on_purpose() {
+        let public: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let err = Config::from_args(&ServeArgs { demo: true, listen: Some(public), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("--demo-public"), "{err}");
+        Config::from_args(&ServeArgs { demo: true, demo_public: true, listen: Some(public), ..Default::default() }).unwrap();
+        Config::from_args(&ServeArgs { demo: true, listen: Some("[::1]:0".parse().unwrap()), ..Default::default() }).unwrap();
+        Config::from_args(&ServeArgs { listen: Some(public), ..Default::default() }).unwrap();
     }
 
     #[test]

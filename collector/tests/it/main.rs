@@ -12,6 +12,7 @@ mod crash;
 mod dashboard;
 mod dashboard_reports;
 mod delivery;
+mod demo;
 mod errors;
 mod events;
 mod exports;
