@@ -205,6 +205,14 @@ pub fn list_keys(conn: &Connection, account_id: i64) -> Result<Vec<ApiKey>> {
     Ok(keys)
 }
 
+/// One key of the account, revoked or not.
+pub fn find_key(conn: &Connection, account_id: i64, id: Uuid) -> Result<Option<ApiKey>> {
+    Ok(conn
+        .prepare_cached(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE id = ?1 AND account_id = ?2"))?
+        .query_row(params![id.to_string(), account_id], key_from_row)
+        .optional()?)
+}
+
 /// Revokes a key of the account. Revoking twice is harmless.
 pub fn revoke_key(conn: &Connection, account_id: i64, id: Uuid, now: DateTime<Utc>) -> Result<()> {
     let found = conn.execute(
@@ -261,6 +269,8 @@ mod tests {
         assert!(found.revoked_at.is_some());
         let other = w.run(|c| ensure_account(c, "other", now)).unwrap();
         assert!(matches!(w.run(|c| revoke_key(c, other, new.key.id, now)), Err(Error::NotFound(_))));
+        assert_eq!(store.read(|c| find_key(c, account, new.key.id)).unwrap().map(|k| k.scopes), Some(vec![Scope::Read, Scope::Ingest]));
+        assert!(store.read(|c| find_key(c, other, new.key.id)).unwrap().is_none(), "another account's key is not found");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! origins for key-less ingestion, scopes, and dashboard password hashing.
 
 use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 
 use analytics::accounts;
 use analytics::model::{ApiKey, Scope, Site};
@@ -9,6 +10,7 @@ use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, Salt
 use argon2::Argon2;
 use chrono::Utc;
 use http::HeaderMap;
+use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -214,6 +216,54 @@ pub fn verify_password(password: &str, hash: &str) -> bool {
     PasswordHash::new(hash).is_ok_and(|h| Argon2::default().verify_password(password.as_bytes(), &h).is_ok())
 }
 
+/// The server's password checks run at most this many at a time. Each one
+/// holds 19 MiB and a core for tens of milliseconds: without a limit, a burst
+/// of sign-ins would take every blocking thread (and the memory), and every
+/// database read waiting for one.
+pub struct PasswordSlots {
+    slots: Arc<Semaphore>,
+}
+
+impl PasswordSlots {
+    pub fn new(slots: usize) -> PasswordSlots {
+        PasswordSlots { slots: Arc::new(Semaphore::new(slots.max(1))) }
+    }
+
+    /// Two per CPU: enough for people signing in, not for a flood.
+    pub fn per_cpu() -> PasswordSlots {
+        PasswordSlots::new(2 * std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// Checks `password` against `hash` on the blocking pool while holding a
+    /// slot. Without a hash (no such user) it checks a throwaway hash instead
+    /// and answers false, so an unknown e-mail takes as long to refuse as a
+    /// wrong password and addresses cannot be probed. `None` when every slot
+    /// is taken (nothing was checked; the caller asks to try again).
+    pub async fn verify(&self, password: String, hash: Option<String>) -> Result<Option<bool>, ApiError> {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            return Ok(None);
+        };
+        tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            match hash {
+                Some(hash) => verify_password(&password, &hash),
+                None => {
+                    let _ = verify_password(&password, decoy_hash());
+                    false
+                }
+            }
+        })
+        .await
+        .map(Some)
+        .map_err(ApiError::internal)
+    }
+}
+
+fn decoy_hash() -> &'static str {
+    static DECOY: OnceLock<String> = OnceLock::new();
+    DECOY.get_or_init(|| hash_password("not a real password").unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,6 +396,20 @@ mod tests {
         assert!(verify_password("correct horse", &hash));
         assert!(!verify_password("correct horsE", &hash));
         assert!(!verify_password("correct horse", "not a hash"));
+    }
+
+    #[tokio::test]
+    async fn password_checks_beyond_the_slots_are_refused_without_hashing() {
+        let hash = hash_password("correct horse").unwrap();
+        let slots = PasswordSlots::new(2);
+        // Two checks in flight take both slots (each holds one until its hash is done).
+        let held: Vec<_> = (0..2).map(|_| slots.slots.clone().try_acquire_owned().unwrap()).collect();
+        assert_eq!(slots.verify("correct horse".into(), Some(hash.clone())).await.unwrap(), None, "no third check at once");
+        drop(held);
+        assert_eq!(slots.verify("correct horse".into(), Some(hash.clone())).await.unwrap(), Some(true));
+        assert_eq!(slots.verify("wrong".into(), Some(hash)).await.unwrap(), Some(false));
+        assert_eq!(slots.verify("not a real password".into(), None).await.unwrap(), Some(false), "no user, no match, even with the decoy's password");
+        assert_eq!(slots.slots.available_permits(), 2, "every slot is given back");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use analytics::store::Durability;
 use anyhow::Context;
 use clap::Args;
+use ipnet::IpNet;
 use serde::Deserialize;
 
 #[derive(Debug, Clone)]
@@ -56,6 +57,9 @@ pub struct DeliveryConfig {
     /// The first retry waits about this long; each next one twice as long (with jitter).
     pub retry_base: std::time::Duration,
     pub max_attempts: u32,
+    /// Ranges webhooks may reach although they are not public (loopback,
+    /// private …), for receivers on premises.
+    pub webhook_allow: Vec<IpNet>,
 }
 
 /// A value that must never reach a log: its Debug form is redacted.
@@ -114,6 +118,9 @@ pub struct ServeArgs {
     /// Seed a demo account, site and history, and print a working API key
     #[arg(long, env = "POSTERN_DEMO")]
     pub demo: bool,
+    /// Let --demo listen on a non-loopback address although its Admin password is public
+    #[arg(long, env = "POSTERN_DEMO_PUBLIC")]
+    pub demo_public: bool,
     /// Days raw events are kept [default: 90]
     #[arg(long, env = "POSTERN_RAW_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
     pub raw_retention_days: Option<u32>,
@@ -147,6 +154,9 @@ pub struct ServeArgs {
     /// Hours without any event from a site before the no_data alert fires [default: 24]
     #[arg(long, env = "POSTERN_ALERT_NO_DATA_HOURS", value_parser = clap::value_parser!(u32).range(1..=720))]
     pub alert_no_data_hours: Option<u32>,
+    /// A non-public range webhooks may reach (e.g. 10.0.0.0/8 for a receiver on premises); repeat it or give a comma-separated list
+    #[arg(long, env = "POSTERN_WEBHOOK_ALLOW_CIDR", value_delimiter = ',', value_parser = parse_cidr)]
+    pub webhook_allow_cidr: Vec<IpNet>,
     /// Public base URL of this collector, used in links inside reports [default: http://<listen>]
     #[arg(long, env = "POSTERN_PUBLIC_URL")]
     pub public_url: Option<String>,
@@ -172,6 +182,7 @@ struct FileConfig {
     client_ip_header: Option<String>,
     geoip_db: Option<PathBuf>,
     demo: Option<bool>,
+    demo_public: Option<bool>,
     raw_retention_days: Option<u32>,
     rollup_retention_days: Option<u32>,
     smtp_host: Option<String>,
@@ -183,6 +194,7 @@ struct FileConfig {
     delivery_retry_base_ms: Option<u64>,
     delivery_max_attempts: Option<u32>,
     alert_no_data_hours: Option<u32>,
+    webhook_allow_cidr: Option<Vec<String>>,
     public_url: Option<String>,
     clock: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -202,6 +214,13 @@ impl Config {
         let listen = args.listen.or(file.listen).unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080)));
         let public_url = args.public_url.clone().or(file.public_url).unwrap_or_else(|| format!("http://{listen}"));
         let clock_offset = args.clock.or(file.clock).map_or(chrono::Duration::zero(), |t| t - chrono::Utc::now());
+        let demo = args.demo || file.demo.unwrap_or(false);
+        let demo_public = args.demo_public || file.demo_public.unwrap_or(false);
+        anyhow::ensure!(
+            !demo || demo_public || listen.ip().is_loopback(),
+            "--demo signs in an Admin with a public password (postern-demo), so it listens on loopback only; \
+             to serve it on {listen} anyway, add --demo-public"
+        );
         Ok(Config {
             db: args.db.clone().or(file.db).unwrap_or_else(|| PathBuf::from("postern.db")),
             listen,
@@ -213,7 +232,7 @@ impl Config {
             country_header: args.country_header.clone().or(file.country_header),
             client_ip_header: args.client_ip_header.clone().or(file.client_ip_header),
             geoip_db: args.geoip_db.clone().or(file.geoip_db),
-            demo: args.demo || file.demo.unwrap_or(false),
+            demo,
             raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
             rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
             delivery,
@@ -235,6 +254,12 @@ impl DeliveryConfig {
         let default_port = if smtp_tls == SmtpTls::Tls { 465 } else { 587 };
         let max_attempts = args.delivery_max_attempts.or(file.delivery_max_attempts).unwrap_or(8);
         anyhow::ensure!((1..=20).contains(&max_attempts), "delivery_max_attempts must be between 1 and 20");
+        let webhook_allow = if args.webhook_allow_cidr.is_empty() {
+            let listed = file.webhook_allow_cidr.iter().flatten();
+            listed.map(|c| parse_cidr(c).map_err(|e| anyhow::anyhow!("webhook_allow_cidr: {e}"))).collect::<anyhow::Result<_>>()?
+        } else {
+            args.webhook_allow_cidr.clone()
+        };
         Ok(DeliveryConfig {
             smtp_host: args.smtp_host.clone().or(file.smtp_host.clone()),
             smtp_port: args.smtp_port.or(file.smtp_port).unwrap_or(default_port),
@@ -246,6 +271,7 @@ impl DeliveryConfig {
                 args.delivery_retry_base_ms.or(file.delivery_retry_base_ms).unwrap_or(660_000).max(1),
             ),
             max_attempts,
+            webhook_allow,
         })
     }
 }
@@ -263,6 +289,14 @@ impl Config {
 /// CPU per request (BENCHMARKS.md, session 6).
 fn default_workers() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1)).max(1)
+}
+
+/// A range in CIDR notation, or one address (a range of one).
+fn parse_cidr(s: &str) -> Result<IpNet, String> {
+    let s = s.trim();
+    s.parse::<IpNet>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{s:?} is not an address range such as 10.0.0.0/8 or fd00::/8"))
 }
 
 fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
@@ -299,6 +333,41 @@ mod tests {
         assert_eq!(c.workers, 3);
         let err = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(["serve", "--workers", "0"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    #[test]
+    fn webhook_allow_ranges_come_from_repeated_flags_comma_lists_or_the_file() {
+        use clap::FromArgMatches;
+        let parse = |argv: &[&str]| {
+            let m = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(argv)?;
+            ServeArgs::from_arg_matches(&m)
+        };
+        let args = parse(&["serve", "--webhook-allow-cidr", "127.0.0.0/8,10.1.2.3", "--webhook-allow-cidr", "fd00::/8"]).unwrap();
+        let c = Config::from_args(&args).unwrap();
+        let shown: Vec<String> = c.delivery.webhook_allow.iter().map(ToString::to_string).collect();
+        assert_eq!(shown, ["127.0.0.0/8", "10.1.2.3/32", "fd00::/8"]);
+        let err = parse(&["serve", "--webhook-allow-cidr", "10.0.0.0/33"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("postern.toml");
+        std::fs::write(&path, "webhook_allow_cidr = [\"192.168.0.0/16\"]\n").unwrap();
+        let c = Config::from_args(&ServeArgs { config: Some(path.clone()), ..Default::default() }).unwrap();
+        assert_eq!(c.delivery.webhook_allow, vec!["192.168.0.0/16".parse::<IpNet>().unwrap()]);
+        assert!(Config::from_args(&ServeArgs::default()).unwrap().delivery.webhook_allow.is_empty(), "nothing is allowed by default");
+        std::fs::write(&path, "webhook_allow_cidr = [\"intranet\"]\n").unwrap();
+        let err = Config::from_args(&ServeArgs { config: Some(path), ..Default::default() }).unwrap_err();
+        assert!(format!("{err:#}").contains("webhook_allow_cidr"), "{err:#}");
+    }
+
+    #[test]
+    fn the_demo_listens_on_loopback_unless_made_public_on_purpose() {
+        let public: SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        let err = Config::from_args(&ServeArgs { demo: true, listen: Some(public), ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("--demo-public"), "{err}");
+        Config::from_args(&ServeArgs { demo: true, demo_public: true, listen: Some(public), ..Default::default() }).unwrap();
+        Config::from_args(&ServeArgs { demo: true, listen: Some("[::1]:0".parse().unwrap()), ..Default::default() }).unwrap();
+        Config::from_args(&ServeArgs { listen: Some(public), ..Default::default() }).unwrap();
     }
 
     #[test]

@@ -18,6 +18,10 @@ pub struct Metrics {
     /// Report scheduler passes completed, and report runs generated.
     pub report_passes: AtomicU64,
     pub report_runs: AtomicU64,
+    /// Dashboard passwords checked (argon2), and sign-ins turned away because
+    /// every password-check slot was taken.
+    pub password_verifications: AtomicU64,
+    pub password_checks_refused: AtomicU64,
     commits: AtomicU64,
     commit_jobs: AtomicU64,
     commit_micros: AtomicU64,
@@ -101,6 +105,18 @@ impl Metrics {
             &[("", get(&self.report_passes) as f64)],
         );
         metric("postern_report_runs_total", "counter", "Report runs generated (scheduled and sent now).", &[("", get(&self.report_runs) as f64)]);
+        metric(
+            "postern_password_verifications_total",
+            "counter",
+            "Dashboard sign-in passwords checked (unknown e-mails included).",
+            &[("", get(&self.password_verifications) as f64)],
+        );
+        metric(
+            "postern_password_checks_refused_total",
+            "counter",
+            "Sign-ins answered 503 because every password-check slot was taken.",
+            &[("", get(&self.password_checks_refused) as f64)],
+        );
         out
     }
 }

@@ -28,7 +28,7 @@ before(async () => {
   const post = (p, body) => fetch(postern.url + p, {
     method: 'POST', headers: { authorization: `Bearer ${api.key}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
   }).then((r) => assert.equal(r.status, 201, `POST ${p}`));
-  await post(`/v1/sites/${site.id}/integrations`, { kind: 'webhook', name: 'CRM', url: 'http://127.0.0.1:9/hook' });
+  await post(`/v1/sites/${site.id}/integrations`, { kind: 'webhook', name: 'CRM', url: 'https://crm.example.com/hook' });
   await post(`/v1/sites/${site.id}/reports`, { type: 'weekly', name: 'Weekly numbers', channels: ['webhook'] });
 });
 

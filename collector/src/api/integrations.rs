@@ -1,6 +1,11 @@
 //! Integrations of a site (e-mail addresses, Slack-type and custom webhooks):
 //! list, create, delete, send a test message, and the delivery history with
 //! every attempt.
+//!
+//! A webhook URL must reach a public address (or a range the operator
+//! allows): what a `write` key can aim the collector at is what it can probe.
+//! For the same reason only keys that can change integrations see each
+//! attempt's answer, latency and error; a `read` key sees the outcomes.
 
 use analytics::integrations::{self, Integration, Kind, NewIntegration};
 use analytics::model::{iso, Scope};
@@ -15,6 +20,7 @@ use warp::reply::Response;
 use super::sites::load_site;
 use super::{json_object, json_reply, no_content, reject_unknown, Query};
 use crate::auth::Principal;
+use crate::delivery::destination::Destinations;
 use crate::delivery::{self, EVENTS};
 use crate::error::ApiError;
 use crate::state::Ctx;
@@ -23,7 +29,8 @@ const MAX_NAME_LEN: usize = 100;
 const MAX_URL_LEN: usize = 2048;
 
 /// The integration as the API shows it. Secrets (the webhook's signing secret,
-/// and a Slack URL, which is a credential too) appear in full only at creation.
+/// and the URL, which often carries a token: Slack's always do) appear in
+/// full only at creation.
 fn view(i: &Integration, reveal: bool) -> Value {
     let mut v = json!({
         "id": i.id,
@@ -34,7 +41,7 @@ fn view(i: &Integration, reveal: bool) -> Value {
     });
     match i.kind {
         Kind::Email => v["email"] = json!(i.target),
-        Kind::Slack if !reveal => v["url"] = json!(mask_url(&i.target)),
+        Kind::Slack | Kind::Webhook if !reveal => v["url"] = json!(mask_url(&i.target)),
         Kind::Slack | Kind::Webhook => v["url"] = json!(i.target),
     }
     if let Some(secret) = &i.secret {
@@ -43,16 +50,23 @@ fn view(i: &Integration, reveal: bool) -> Value {
     v
 }
 
-/// Keeps the scheme and host of a URL, hiding the path that carries the token.
+/// Keeps the scheme, host and port of a URL, hiding the user information,
+/// path and query, which carry tokens.
 pub(crate) fn mask_url(raw: &str) -> String {
     match url::Url::parse(raw) {
-        Ok(u) => format!("{}://{}/…", u.scheme(), u.host_str().unwrap_or_default()),
+        Ok(u) => {
+            let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!("{}://{}{port}/…", u.scheme(), u.host_str().unwrap_or_default())
+        }
         Err(_) => "…".to_owned(),
     }
 }
 
-fn delivery_view(d: &Delivery) -> Value {
-    json!({
+/// A delivery with its attempts. `detailed` adds what the receiver answered
+/// (status, latency, error): shown only to keys that can change
+/// integrations, so a `read` key cannot use deliveries to probe a network.
+fn delivery_view(d: &Delivery, detailed: bool) -> Value {
+    let mut v = json!({
         "id": d.id,
         "event": d.event,
         "channel": d.channel.as_str(),
@@ -60,19 +74,23 @@ fn delivery_view(d: &Delivery) -> Value {
         "recipient": d.recipient,
         "state": d.state,
         "attempt_count": d.attempts.len(),
-        "attempts": d.attempts.iter().map(|a| json!({
-            "attempt": a.attempt,
-            "started_at": iso(a.started_at),
-            "latency_ms": a.latency_ms,
-            "status": a.status,
-            "outcome": a.outcome,
-            "error": a.error,
-        })).collect::<Vec<_>>(),
+        "attempts": d.attempts.iter().map(|a| {
+            let mut attempt = json!({ "attempt": a.attempt, "started_at": iso(a.started_at), "outcome": a.outcome });
+            if detailed {
+                attempt["latency_ms"] = json!(a.latency_ms);
+                attempt["status"] = json!(a.status);
+                attempt["error"] = json!(a.error);
+            }
+            attempt
+        }).collect::<Vec<_>>(),
         "next_attempt_at": d.next_attempt_at.map(iso),
         "created_at": iso(d.created_at),
         "finished_at": d.finished_at.map(iso),
-        "last_error": d.last_error,
-    })
+    });
+    if detailed {
+        v["last_error"] = json!(d.last_error);
+    }
+    v
 }
 
 /// GET /v1/sites/:id/integrations
@@ -117,6 +135,9 @@ pub async fn integrations_create(
         Some(_) => return Err(ApiError::invalid("name", "invalid", format!("name must be a string of 1 to {MAX_NAME_LEN} characters"))),
     };
     let events = parse_events(obj.get("events"))?;
+    if kind != Kind::Email {
+        check_destination(&ctx, &target).await?;
+    }
     let new = ctx
         .writer
         .apply(move |c| {
@@ -136,6 +157,19 @@ pub(crate) fn parse_url(s: &str) -> Result<String, ApiError> {
         return Err(invalid("invalid"));
     }
     Ok(u.to_string())
+}
+
+/// Refuses a URL whose host is, or now resolves to, an address webhooks may
+/// not reach (each send checks again, when it connects).
+pub(crate) async fn check_destination(ctx: &Ctx, url: &str) -> Result<(), ApiError> {
+    let url = url::Url::parse(url).map_err(|_| ApiError::invalid("url", "invalid", "url must be an absolute http(s) URL"))?;
+    Destinations::new(&ctx.config.delivery.webhook_allow).check_url(&url).await.map_err(|refused| {
+        ApiError::invalid(
+            "url",
+            "invalid",
+            format!("url must reach a public address: {refused}; the operator can allow a range with --webhook-allow-cidr"),
+        )
+    })
 }
 
 pub(crate) fn parse_email(s: &str) -> Result<String, ApiError> {
@@ -217,7 +251,8 @@ pub async fn integrations_deliveries(
     let integration = load_integration(&ctx, site.seq, &iid).await?;
     let limit = q.int("limit", 1usize, 500)?.unwrap_or(50);
     let list = ctx.read(move |c| outbox::list(c, site.seq, Some(integration.seq), limit)).await?;
-    Ok(json_reply(StatusCode::OK, &json!({ "deliveries": list.iter().map(delivery_view).collect::<Vec<_>>() })))
+    let detailed = p.key.has_scope(Scope::Write);
+    Ok(json_reply(StatusCode::OK, &json!({ "deliveries": list.iter().map(|d| delivery_view(d, detailed)).collect::<Vec<_>>() })))
 }
 
 /// GET /v1/sites/:id/deliveries: every channel's deliveries, e-mail included.
@@ -227,5 +262,6 @@ pub async fn deliveries_list(id: String, ctx: Ctx, p: Result<Principal, ApiError
     let site = load_site(&ctx, &p, &id).await?;
     let limit = q.int("limit", 1usize, 500)?.unwrap_or(50);
     let list = ctx.read(move |c| outbox::list(c, site.seq, None, limit)).await?;
-    Ok(json_reply(StatusCode::OK, &json!({ "deliveries": list.iter().map(delivery_view).collect::<Vec<_>>() })))
+    let detailed = p.key.has_scope(Scope::Write);
+    Ok(json_reply(StatusCode::OK, &json!({ "deliveries": list.iter().map(|d| delivery_view(d, detailed)).collect::<Vec<_>>() })))
 }

@@ -92,15 +92,29 @@ pub async fn keys_create(ctx: Ctx, p: Result<Principal, ApiError>, body: Result<
 }
 
 /// DELETE /v1/keys/:id
+///
+/// A key can revoke itself, and any key whose scopes it holds all of: a
+/// `write` key cannot take down a stronger key it could not have created.
 pub async fn keys_revoke(id: String, ctx: Ctx, p: Result<Principal, ApiError>) -> Result<Response, ApiError> {
     let p = p?;
     p.require(Scope::Write)?;
-    let id = Uuid::parse_str(&id).map_err(|_| ApiError::not_found("id", "no API key with this id"))?;
+    let not_found = || ApiError::not_found("id", "no API key with this id");
+    let id = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let account = p.account_id();
+    if id != p.key.id {
+        let target = ctx.read(move |c| accounts::find_key(c, account, id)).await?.ok_or_else(not_found)?;
+        if let Some(extra) = target.scopes.iter().find(|s| !p.key.has_scope(**s)) {
+            return Err(ApiError::forbidden(
+                Some("id"),
+                "insufficient_scope",
+                format!("this API key cannot revoke a key with the {} scope it does not have", extra.as_str()),
+            ));
+        }
+    }
     ctx.writer
         .apply(move |c| accounts::revoke_key(c, account, id, Utc::now()))
         .await
-        .map_err(|e| if e.status == StatusCode::NOT_FOUND { ApiError::not_found("id", "no API key with this id") } else { e })?;
+        .map_err(|e| if e.status == StatusCode::NOT_FOUND { not_found() } else { e })?;
     ctx.directory.forget_keys();
     Ok(no_content())
 }

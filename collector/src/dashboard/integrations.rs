@@ -1,6 +1,8 @@
 //! Integrations of a site: Slack-type webhooks with the alerts they receive,
 //! custom webhooks with their signing secret (shown once), e-mail addresses;
-//! a test button and the delivery log of each. Validation is the API's.
+//! a test button and the delivery log of each. Validation is the API's, and
+//! so is what a Reader sees: URLs masked, each delivery's outcome without the
+//! receiver's answer.
 
 use analytics::integrations::{self, Integration, Kind, NewIntegration};
 use analytics::model::iso;
@@ -15,7 +17,7 @@ use warp::reply::Response;
 
 use super::sites::site_of;
 use super::{admin_change, page, redirect, Flash, Form, Viewer};
-use crate::api::integrations::{mask_url, parse_email, parse_events, parse_url};
+use crate::api::integrations::{check_destination, mask_url, parse_email, parse_events, parse_url};
 use crate::api::json_reply;
 use crate::delivery::{self, EVENTS};
 use crate::error::ApiError;
@@ -31,8 +33,9 @@ const TEST_WAIT: Duration = Duration::from_secs(5);
 const TEST_POLL: Duration = Duration::from_millis(100);
 
 /// A row of the delivery log, for the page and for its script's refresh.
-fn delivery_json(d: &Delivery) -> Json {
-    let last = d.attempts.last();
+/// `detailed` (Admins) adds the receiver's last answer, latency and error.
+fn delivery_json(d: &Delivery, detailed: bool) -> Json {
+    let last = d.attempts.last().filter(|_| detailed);
     json!({
         "id": d.id,
         "event": d.event,
@@ -44,14 +47,14 @@ fn delivery_json(d: &Delivery) -> Json {
         "attempts": d.attempts.len(),
         "status": last.and_then(|a| a.status),
         "latency_ms": last.map(|a| a.latency_ms),
-        "error": d.last_error,
+        "error": d.last_error.as_ref().filter(|_| detailed),
     })
 }
 
-fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
+fn integration_view(i: &Integration, log: &[Delivery], detailed: bool) -> minijinja::Value {
     let target = match i.kind {
-        Kind::Slack => mask_url(&i.target),
-        Kind::Email | Kind::Webhook => i.target.clone(),
+        Kind::Slack | Kind::Webhook => mask_url(&i.target),
+        Kind::Email => i.target.clone(),
     };
     minijinja::context! {
         id => i.id.to_string(),
@@ -61,7 +64,7 @@ fn integration_view(i: &Integration, log: &[Delivery]) -> minijinja::Value {
         events => i.events,
         signed => i.secret.is_some(),
         created_at => iso(i.created_at),
-        deliveries => log.iter().map(|d| minijinja::Value::from_serialize(delivery_json(d))).collect::<Vec<_>>(),
+        deliveries => log.iter().map(|d| minijinja::Value::from_serialize(delivery_json(d, detailed))).collect::<Vec<_>>(),
         // Something not tried yet: the page says so and how to see the outcome.
         queued => log.iter().any(|d| d.state == "pending" && d.attempts.is_empty()),
     }
@@ -89,7 +92,7 @@ async fn render(
                 .collect::<analytics::Result<Vec<_>>>()
         })
         .await?;
-    let views: Vec<_> = items.iter().map(|(i, log)| integration_view(i, log)).collect();
+    let views: Vec<_> = items.iter().map(|(i, log)| integration_view(i, log, viewer.is_admin())).collect();
     let ctx = minijinja::context! {
         nav => "sites",
         site => minijinja::context! { id => site.id.to_string(), name => site.name },
@@ -122,7 +125,8 @@ pub async fn integration_log(id: String, iid: String, ctx: Ctx, viewer: Result<V
         let (site, integration) = live_integration(&ctx, &viewer, &id, &iid).await?;
         let (seq, iseq) = (site.seq, integration.seq);
         let log = ctx.read(move |c| outbox::list(c, seq, Some(iseq), LOG_LENGTH)).await?;
-        let mut res = json_reply(StatusCode::OK, &json!({ "deliveries": log.iter().map(delivery_json).collect::<Vec<_>>() }));
+        let detailed = viewer.is_admin();
+        let mut res = json_reply(StatusCode::OK, &json!({ "deliveries": log.iter().map(|d| delivery_json(d, detailed)).collect::<Vec<_>>() }));
         res.headers_mut().insert("cache-control", http::HeaderValue::from_static("no-store"));
         Ok::<_, ApiError>(res)
     };
@@ -153,7 +157,11 @@ fn parse(form: &Form) -> Result<(Kind, String, String, Vec<String>), ApiError> {
 pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Result<Form, ApiError>) -> Result<Response, ApiError> {
     let (viewer, form) = admin_change(viewer, form)?;
     let site = site_of(&ctx, &viewer, &id).await?;
-    let (kind, name, target, events) = match parse(&form) {
+    let parsed = match parse(&form) {
+        Ok((kind, name, target, events)) if kind != Kind::Email => check_destination(&ctx, &target).await.map(|()| (kind, name, target, events)),
+        other => other,
+    };
+    let (kind, name, target, events) = match parsed {
         Ok(v) => v,
         Err(e) if e.status == StatusCode::BAD_REQUEST => {
             return render(&ctx, &viewer, &id, StatusCode::BAD_REQUEST, None, Some(e.message)).await;

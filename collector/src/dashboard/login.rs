@@ -2,10 +2,18 @@
 //!
 //! The login form has no session yet, so its CSRF token is a double-submit
 //! cookie: a random value set with the form and expected back in it.
+//!
+//! Every attempt is counted before its password is checked, so a burst of
+//! parallel guesses gets no more checks than sequential ones; the checks
+//! themselves run a few at a time ([`PasswordSlots`]). The counts are per
+//! e-mail address and client address together (someone guessing from one
+//! place locks out that place only), with a higher ceiling per e-mail address
+//! from anywhere and one per client address.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use analytics::accounts;
 use analytics::web_sessions;
@@ -15,55 +23,113 @@ use warp::reply::Response;
 
 use super::{page, redirect, same, Form, Viewer, SESSION_COOKIE};
 use crate::api::Query;
-use crate::auth::{hash_password, verify_password};
+use crate::auth::PasswordSlots;
 use crate::error::ApiError;
-use crate::state::Ctx;
+use crate::state::{AppState, Ctx};
 
 const LOGIN_COOKIE: &str = "postern_login";
 /// How long a session lasts after signing in.
 const SESSION_HOURS: i64 = 12;
-/// Failed logins are counted over this window...
+/// Sign-in attempts are counted over this window...
 const THROTTLE_WINDOW_SECS: i64 = 15 * 60;
-/// ...and past this many for one e-mail address, or this many from one
-/// client address, further attempts are refused until the window ends.
-const MAX_FAILURES_PER_EMAIL: u32 = 5;
-const MAX_FAILURES_PER_ADDRESS: u32 = 20;
-/// Expired throttle windows are swept when the table grows past this.
+/// ...and past this many for one e-mail address from one client address,
+const MAX_ATTEMPTS_PER_EMAIL_AND_ADDRESS: u32 = 5;
+/// or this many for one e-mail address from anywhere (20 client addresses at
+/// their limit: one guesser alone cannot lock the account out everywhere),
+const MAX_ATTEMPTS_PER_EMAIL: u32 = 100;
+/// or this many from one client address whatever the e-mail, further attempts
+/// are refused until the window ends.
+const MAX_ATTEMPTS_PER_ADDRESS: u32 = 20;
+/// Expired throttle windows are swept (at most once a second) when the table
+/// grows past this.
 const SWEEP_AT: usize = 10_000;
 
-/// Failed logins per e-mail and per client address, in fixed windows.
-#[derive(Default)]
+/// Sign-in attempts per e-mail and client address, per e-mail and per client
+/// address, in fixed windows; and the slots password checks run in.
 pub struct LoginThrottle {
-    failures: Mutex<HashMap<String, (i64, u32)>>,
+    attempts: Mutex<Attempts>,
+    slots: PasswordSlots,
+}
+
+#[derive(Default)]
+struct Attempts {
+    counts: HashMap<String, (i64, u32)>,
+    swept_at: i64,
+}
+
+impl Default for LoginThrottle {
+    fn default() -> LoginThrottle {
+        LoginThrottle { attempts: Mutex::default(), slots: PasswordSlots::per_cpu() }
+    }
 }
 
 impl LoginThrottle {
-    /// Seconds to wait when any of these counters is at its limit.
-    fn blocked(&self, keys: &[(String, u32)], now: i64) -> Option<u64> {
-        let table = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        keys.iter()
-            .filter_map(|(key, limit)| table.get(key).filter(|(start, n)| now < start + THROTTLE_WINDOW_SECS && n >= limit))
+    /// Counts an attempt against every key at once, unless one of them is at
+    /// its limit: then nothing is counted and the seconds to wait are returned.
+    fn begin(&self, keys: &[(String, u32)], now: i64) -> Result<(), u64> {
+        let mut table = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        if table.counts.len() > SWEEP_AT && now > table.swept_at {
+            table.counts.retain(|_, (start, _)| now < *start + THROTTLE_WINDOW_SECS);
+            table.swept_at = now;
+        }
+        let wait = keys
+            .iter()
+            .filter_map(|(key, limit)| table.counts.get(key).filter(|(start, n)| now < start + THROTTLE_WINDOW_SECS && n >= limit))
             .map(|(start, _)| (start + THROTTLE_WINDOW_SECS - now).max(1) as u64)
-            .max()
-    }
-
-    fn fail(&self, keys: &[(String, u32)], now: i64) {
-        let mut table = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if table.len() > SWEEP_AT {
-            table.retain(|_, (start, _)| now < *start + THROTTLE_WINDOW_SECS);
+            .max();
+        if let Some(wait) = wait {
+            return Err(wait);
         }
         for (key, _) in keys {
-            let entry = table.entry(key.clone()).or_insert((now, 0));
+            let entry = table.counts.entry(key.clone()).or_insert((now, 0));
             if now >= entry.0 + THROTTLE_WINDOW_SECS {
                 *entry = (now, 0);
             }
             entry.1 += 1;
         }
+        Ok(())
+    }
+
+    /// Takes back an attempt [`begin`](Self::begin) counted: it succeeded, or
+    /// its password was never checked.
+    fn give_back(&self, keys: &[(String, u32)], now: i64) {
+        let mut table = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
+        for (key, _) in keys {
+            if let Some((_, n)) = table.counts.get_mut(key).filter(|(start, _)| now < *start + THROTTLE_WINDOW_SECS) {
+                *n = n.saturating_sub(1);
+            }
+        }
     }
 
     fn clear(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        self.attempts.lock().unwrap_or_else(|e| e.into_inner()).counts.remove(key);
     }
+}
+
+/// The client address as the throttle counts it: an IPv6 address by its /64,
+/// the block one subscriber usually holds whole.
+fn address_key(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let [a, b, c, d, ..] = v6.segments();
+                format!("{}/64", Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// The throttle's keys for one attempt, each with its limit; the first is the
+/// (e-mail, address) pair.
+fn throttle_keys(email: &str, addr: Option<IpAddr>) -> Vec<(String, u32)> {
+    let place = addr.map_or_else(|| "unknown".to_owned(), address_key);
+    vec![
+        (format!("pair:{place} {email}"), MAX_ATTEMPTS_PER_EMAIL_AND_ADDRESS),
+        (format!("email:{email}"), MAX_ATTEMPTS_PER_EMAIL),
+        (format!("addr:{place}"), MAX_ATTEMPTS_PER_ADDRESS),
+    ]
 }
 
 /// Only a path inside the dashboard may be the place to return to.
@@ -85,32 +151,36 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// Cookies get `Secure` when a TLS-terminating proxy says the browser used https.
-fn cookie(headers: &HeaderMap, name: &str, value: &str, path: &str, same_site: &str, max_age: i64) -> HeaderValue {
-    let secure = headers
-        .get("x-forwarded-proto")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+/// True when the browser reaches the dashboard over https: the public URL
+/// says so, or a TLS-terminating proxy does.
+fn https(ctx: &AppState, headers: &HeaderMap) -> bool {
+    ctx.config.public_url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
+}
+
+/// Cookies get `Secure` when the browser uses https.
+fn cookie(secure: bool, name: &str, value: &str, path: &str, same_site: &str, max_age: i64) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
     HeaderValue::from_str(&format!("{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}"))
         .unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
-fn login_form(status: StatusCode, headers: &HeaderMap, token: &str, email: &str, next: &str, error: Option<&str>) -> Result<Response, ApiError> {
+fn login_form(status: StatusCode, secure: bool, token: &str, email: &str, next: &str, error: Option<&str>) -> Result<Response, ApiError> {
     let ctx = minijinja::context! { csrf => token, email => email, next => next, error => error };
     let mut res = page(status, "login.html", None, ctx)?;
     res.headers_mut()
-        .append(http::header::SET_COOKIE, cookie(headers, LOGIN_COOKIE, token, "/dashboard/login", "Strict", 3600));
+        .append(http::header::SET_COOKIE, cookie(secure, LOGIN_COOKIE, token, "/dashboard/login", "Strict", 3600));
     Ok(res)
 }
 
 /// GET /dashboard/login
 pub async fn login_page(ctx: Ctx, session: Option<String>, headers: HeaderMap, q: Query) -> Result<Response, ApiError> {
     let next = safe_next(q.get("next")).to_owned();
+    let secure = https(&ctx, &headers);
     if super::session(ctx, session).await.is_ok() {
         return Ok(redirect(&next));
     }
-    login_form(StatusCode::OK, &headers, &web_sessions::random_token(), "", &next, None)
+    login_form(StatusCode::OK, secure, &web_sessions::random_token(), "", &next, None)
 }
 
 /// POST /dashboard/login
@@ -122,6 +192,7 @@ pub async fn login_submit(
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
     let form = form?;
+    let secure = https(&ctx, &headers);
     let expected = cookie_value(&headers, LOGIN_COOKIE);
     if !form.get("csrf").zip(expected.as_deref()).is_some_and(|(a, b)| same(a, b)) {
         return Err(super::csrf_refused());
@@ -132,19 +203,15 @@ pub async fn login_submit(
     let password = form.get("password").unwrap_or_default().to_owned();
     if email.is_empty() || password.is_empty() {
         let msg = "Enter your e-mail address and password.";
-        return login_form(StatusCode::BAD_REQUEST, &headers, &token, &email, &next, Some(msg));
+        return login_form(StatusCode::BAD_REQUEST, secure, &token, &email, &next, Some(msg));
     }
 
     let now = Utc::now().timestamp();
-    let email_key = format!("email:{email}");
-    let mut keys = vec![(email_key.clone(), MAX_FAILURES_PER_EMAIL)];
-    if let Some(ip) = addr {
-        keys.push((format!("addr:{ip}"), MAX_FAILURES_PER_ADDRESS));
-    }
-    if let Some(wait) = throttle.blocked(&keys, now) {
+    let keys = throttle_keys(&email, addr);
+    if let Err(wait) = throttle.begin(&keys, now) {
         // The form again, so the message sits where the user is looking and they can retry later.
         let msg = format!("Too many failed sign-ins. Try again in {} minutes.", wait.div_ceil(60));
-        let mut res = login_form(StatusCode::TOO_MANY_REQUESTS, &headers, &token, &email, &next, Some(&msg))?;
+        let mut res = login_form(StatusCode::TOO_MANY_REQUESTS, secure, &token, &email, &next, Some(&msg))?;
         res.headers_mut().insert(http::header::RETRY_AFTER, wait.into());
         return Ok(res);
     }
@@ -152,29 +219,28 @@ pub async fn login_submit(
     let lookup = email.clone();
     let user = ctx.read(move |c| accounts::find_user_by_email(c, &lookup)).await?;
     let hash = user.as_ref().map(|u| u.password_hash.clone());
-    let ok = tokio::task::spawn_blocking(move || match hash {
-        Some(h) => verify_password(&password, &h),
-        // Verify against a throwaway hash anyway, so an unknown e-mail takes as
-        // long to refuse as a wrong password and addresses cannot be probed.
-        None => {
-            let _ = verify_password(&password, decoy_hash());
-            false
-        }
-    })
-    .await
-    .map_err(ApiError::internal)?;
-
-    let Some(user) = user.filter(|_| ok) else {
-        throttle.fail(&keys, now);
-        return login_form(StatusCode::UNAUTHORIZED, &headers, &token, &email, &next, Some("Wrong e-mail address or password."));
+    let Some(matched) = throttle.slots.verify(password, hash).await? else {
+        throttle.give_back(&keys, now);
+        ctx.metrics.password_checks_refused.fetch_add(1, Ordering::Relaxed);
+        let msg = "Too many people are signing in at this moment. Try again in a few seconds.";
+        let mut res = login_form(StatusCode::SERVICE_UNAVAILABLE, secure, &token, &email, &next, Some(msg))?;
+        res.headers_mut().insert(http::header::RETRY_AFTER, 1.into());
+        return Ok(res);
     };
-    throttle.clear(&email_key);
+    ctx.metrics.password_verifications.fetch_add(1, Ordering::Relaxed);
+
+    let Some(user) = user.filter(|_| matched) else {
+        return login_form(StatusCode::UNAUTHORIZED, secure, &token, &email, &next, Some("Wrong e-mail address or password."));
+    };
+    // A success is no failure, and forgives this place's earlier failures for this e-mail.
+    throttle.give_back(&keys, now);
+    throttle.clear(&keys[0].0);
     let ttl = chrono::Duration::hours(SESSION_HOURS);
     let session = ctx.writer.apply(move |c| web_sessions::open(c, user.id, ttl, Utc::now())).await?;
     let mut res = redirect(&next);
     let h = res.headers_mut();
-    h.append(http::header::SET_COOKIE, cookie(&headers, SESSION_COOKIE, &session.token, "/dashboard", "Lax", ttl.num_seconds()));
-    h.append(http::header::SET_COOKIE, cookie(&headers, LOGIN_COOKIE, "", "/dashboard/login", "Strict", 0));
+    h.append(http::header::SET_COOKIE, cookie(secure, SESSION_COOKIE, &session.token, "/dashboard", "Lax", ttl.num_seconds()));
+    h.append(http::header::SET_COOKIE, cookie(secure, LOGIN_COOKIE, "", "/dashboard/login", "Strict", 0));
     Ok(res)
 }
 
@@ -183,15 +249,11 @@ pub async fn logout(ctx: Ctx, viewer: Result<Viewer, ApiError>, headers: HeaderM
     let viewer = viewer?;
     viewer.check_csrf(&form?)?;
     let token = cookie_value(&headers, SESSION_COOKIE).unwrap_or_default();
+    let secure = https(&ctx, &headers);
     ctx.writer.apply(move |c| web_sessions::close(c, &token)).await?;
     let mut res = redirect("/dashboard/login");
-    res.headers_mut().append(http::header::SET_COOKIE, cookie(&headers, SESSION_COOKIE, "", "/dashboard", "Lax", 0));
+    res.headers_mut().append(http::header::SET_COOKIE, cookie(secure, SESSION_COOKIE, "", "/dashboard", "Lax", 0));
     Ok(res)
-}
-
-fn decoy_hash() -> &'static str {
-    static DECOY: OnceLock<String> = OnceLock::new();
-    DECOY.get_or_init(|| hash_password("not a real password").unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -199,17 +261,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn throttle_blocks_past_the_limit_until_the_window_ends() {
+    fn throttle_counts_attempts_up_to_the_limit_until_the_window_ends() {
         let t = LoginThrottle::default();
         let keys = vec![("email:a".to_owned(), 3), ("addr:1".to_owned(), 10)];
         for _ in 0..3 {
-            assert_eq!(t.blocked(&keys, 1000), None);
-            t.fail(&keys, 1000);
+            assert_eq!(t.begin(&keys, 1000), Ok(()));
         }
-        assert_eq!(t.blocked(&keys, 1000), Some(THROTTLE_WINDOW_SECS as u64));
-        assert_eq!(t.blocked(&keys, 1000 + THROTTLE_WINDOW_SECS), None);
+        assert_eq!(t.begin(&keys, 1000), Err(THROTTLE_WINDOW_SECS as u64), "the fourth is refused");
+        assert_eq!(t.begin(&keys, 1100), Err((THROTTLE_WINDOW_SECS - 100) as u64));
+        t.give_back(&keys, 1100);
+        assert_eq!(t.begin(&keys, 1100), Ok(()), "an attempt given back can be made again");
+        assert_eq!(t.begin(&keys, 1000 + THROTTLE_WINDOW_SECS), Ok(()), "a new window");
         t.clear("email:a");
-        assert_eq!(t.blocked(&keys, 1001), None);
+        assert_eq!(t.begin(&[("email:a".to_owned(), 1)], 1001 + THROTTLE_WINDOW_SECS), Ok(()));
+        // A refused attempt counts against none of its keys.
+        let other = vec![("email:a".to_owned(), 1), ("addr:2".to_owned(), 1)];
+        assert!(t.begin(&other, 1001 + THROTTLE_WINDOW_SECS).is_err());
+        assert_eq!(t.begin(&[("addr:2".to_owned(), 1)], 1001 + THROTTLE_WINDOW_SECS), Ok(()));
+    }
+
+    #[test]
+    fn one_place_guessing_an_email_locks_out_that_place_only() {
+        let t = LoginThrottle::default();
+        let here: IpAddr = "203.0.113.7".parse().unwrap();
+        let there: IpAddr = "198.51.100.9".parse().unwrap();
+        for _ in 0..MAX_ATTEMPTS_PER_EMAIL_AND_ADDRESS {
+            t.begin(&throttle_keys("ann@example.com", Some(here)), 0).unwrap();
+        }
+        assert!(t.begin(&throttle_keys("ann@example.com", Some(here)), 0).is_err());
+        assert_eq!(t.begin(&throttle_keys("ann@example.com", Some(there)), 0), Ok(()));
+        assert_eq!(t.begin(&throttle_keys("bob@example.com", Some(here)), 0), Ok(()));
+    }
+
+    #[test]
+    fn ipv6_clients_are_counted_by_their_64() {
+        let key = |s: &str| address_key(s.parse().unwrap());
+        assert_eq!(key("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), key("2001:db8:1:2::1"));
+        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::/64");
+        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
+        assert_eq!(key("::ffff:192.0.2.1"), key("192.0.2.1"));
+        assert_eq!(key("192.0.2.1"), "192.0.2.1");
     }
 
     #[test]

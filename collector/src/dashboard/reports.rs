@@ -438,7 +438,9 @@ async fn report_of(ctx: &Ctx, viewer: &Viewer, id: &str, rid: &str) -> Result<(S
     Ok((site, config))
 }
 
-fn run_view(r: &RunSummary, deliveries: &[Delivery], tz: Tz) -> minijinja::Value {
+/// A run with its deliveries; their errors (what the receiver answered) only
+/// for Admins, as in the integrations' delivery log.
+fn run_view(r: &RunSummary, deliveries: &[Delivery], tz: Tz, detailed: bool) -> minijinja::Value {
     let at = |s: &str| DateTime::parse_from_rfc3339(s).map(|t| local_time(t.with_timezone(&Utc), tz)).unwrap_or_else(|_| s.to_owned());
     minijinja::context! {
         id => r.id.to_string(),
@@ -452,7 +454,7 @@ fn run_view(r: &RunSummary, deliveries: &[Delivery], tz: Tz) -> minijinja::Value
             recipient => d.recipient,
             state => d.state,
             attempts => d.attempts.len(),
-            error => d.last_error,
+            error => d.last_error.as_ref().filter(|_| detailed),
         }).collect::<Vec<_>>(),
     }
 }
@@ -490,13 +492,13 @@ async fn render_report(
         .await?;
     let integrations = site_integrations(ctx, &site).await?;
     let now = ctx.config.now();
-    let sent = notices.sent.and_then(|s| runs.iter().find(|(_, r)| r.id.to_string() == s)).map(|(d, r)| run_view(r, d, site.timezone));
+    let sent = notices.sent.and_then(|s| runs.iter().find(|(_, r)| r.id.to_string() == s)).map(|(d, r)| run_view(r, d, site.timezone, viewer.is_admin()));
     let per_page = u64::from(RUNS_PER_PAGE);
     let ctx = minijinja::context! {
         nav => "sites",
         site => site_view(&site),
         report => config_view(&site, &config, &integrations, now),
-        runs => runs.iter().map(|(d, r)| run_view(r, d, site.timezone)).collect::<Vec<_>>(),
+        runs => runs.iter().map(|(d, r)| run_view(r, d, site.timezone, viewer.is_admin())).collect::<Vec<_>>(),
         total => total,
         newer => (offset > 0).then(|| offset.saturating_sub(per_page)),
         older => (offset + per_page < total).then_some(offset + per_page),

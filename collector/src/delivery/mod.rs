@@ -5,6 +5,7 @@
 //! [`worker`] sends what is due, retries with backoff, and records every
 //! attempt. Nothing here blocks a producer on the network.
 
+pub mod destination;
 mod email;
 mod slack;
 mod webhook;

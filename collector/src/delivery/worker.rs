@@ -2,7 +2,9 @@
 //! state, and schedules retries with exponential backoff and jitter.
 //!
 //! Retried: network errors, timeouts, HTTP 408, 429 and 5xx, transient SMTP
-//! replies. Not retried: any other 4xx, 3xx, permanent SMTP replies. On stop
+//! replies. Not retried: any other 4xx, 3xx, permanent SMTP replies, and a
+//! webhook whose host is or resolves to an address it may not reach (see
+//! [`super::destination`]; no connection is made then). On stop
 //! the worker finishes the sends in flight and records them before exiting,
 //! so a graceful restart neither loses nor repeats a delivery.
 
@@ -21,6 +23,7 @@ use rand::Rng;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::destination::{self, Destinations, GuardedResolver};
 use super::email::Mailer;
 use super::webhook;
 use crate::config::DeliveryConfig;
@@ -67,6 +70,7 @@ pub struct Worker {
 impl Worker {
     pub fn start(store: &Arc<Store>, config: &DeliveryConfig) -> anyhow::Result<Worker> {
         let writer = store.open_writer(Durability::Full).context("opening the outbox's write connection")?;
+        let destinations = Destinations::new(&config.webhook_allow);
         let sender = Sender {
             store: store.clone(),
             writer: Arc::new(Mutex::new(writer)),
@@ -75,8 +79,13 @@ impl Worker {
                 .timeout(HTTP_TIMEOUT)
                 .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("Postern/", env!("CARGO_PKG_VERSION")))
+                // Every name is resolved, and its answers checked, by the guard;
+                // a proxy from the environment would connect on our behalf unchecked.
+                .dns_resolver(Arc::new(GuardedResolver::new(destinations.clone())))
+                .no_proxy()
                 .build()
                 .context("building the HTTP client")?,
+            destinations,
             retry_base: config.retry_base,
             max_attempts: config.max_attempts,
         };
@@ -100,6 +109,7 @@ struct Sender {
     writer: Arc<Mutex<Writer>>,
     mailer: Mailer,
     http: reqwest::Client,
+    destinations: Destinations,
     retry_base: Duration,
     max_attempts: u32,
 }
@@ -195,8 +205,10 @@ impl Sender {
             Some(i) if i.deleted_at.is_none() => i,
             _ => return Err(Failure::permanent(None, "the integration was deleted")),
         };
-        let mut request =
-            self.http.post(&integration.target).header(http::header::CONTENT_TYPE, "application/json").body(row.payload.clone());
+        let url = reqwest::Url::parse(&integration.target).map_err(|_| Failure::permanent(None, "the integration's URL is not valid"))?;
+        // The resolver never sees a host written as an address: check it here.
+        self.destinations.check_literal(&url).map_err(|r| Failure::permanent(None, format!("{r}; no connection was made")))?;
+        let mut request = self.http.post(url).header(http::header::CONTENT_TYPE, "application/json").body(row.payload.clone());
         if row.channel == Channel::Webhook {
             let timestamp = Utc::now().timestamp();
             let secret = integration.secret.as_deref().unwrap_or_default();
@@ -207,7 +219,10 @@ impl Sender {
                 .header("Postern-Signature", webhook::signature(secret, timestamp, &row.payload));
         }
         // The URL itself can be a secret (Slack's are): errors never include it.
-        let response = request.send().await.map_err(|e| Failure::retry(None, e.without_url().to_string()))?;
+        let response = request.send().await.map_err(|e| match destination::refusal_of(&e) {
+            Some(r) => Failure::permanent(None, format!("{r}; no connection was made")),
+            None => Failure::retry(None, e.without_url().to_string()),
+        })?;
         let status = response.status();
         if status.is_success() {
             return Ok(status.as_u16());

@@ -680,7 +680,7 @@ fn exports_download_the_same_files_as_the_api_for_either_role() {
 
 #[test]
 fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
-    let app = TestApp::spawn();
+    let app = TestApp::spawn_reaching_loopback();
     create_user(&app, "ann@example.com", "admin");
     create_user(&app, "rita@example.com", "reader");
     let site = id(&app.create_site("news.example.com", "UTC"));
@@ -716,6 +716,7 @@ fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
 
     let page = b.get(&path);
     assert!(!page.text.contains(&secret) && !page.text.contains("SECRETTOKEN"), "secrets are not shown again");
+    assert!(!page.text.contains("secret-token") && unescape(&page.text).contains(&format!("{}/…", hook.url.split("/hook").next().unwrap())), "webhook URLs are masked too");
     assert!(page.text.contains("Nothing sent yet"));
 
     let a = b.post(&format!("{path}/{iid}/test"), &[("csrf", &token)]);
@@ -741,6 +742,10 @@ fn integrations_are_added_tested_with_their_delivery_log_and_deleted() {
     r.login("rita@example.com");
     let page = r.get(&path);
     assert!(page.text.contains("delivered") && !page.text.contains("Add an integration") && !page.text.contains("Send a test"));
+    assert!(!page.text.contains("HTTP 200") && !page.text.contains("Last answer"), "a Reader sees the outcome, not the receiver's answer");
+    let log = r.get(&format!("{path}/{iid}/log"));
+    assert_eq!(log.body["deliveries"][0]["state"], "delivered", "{}", log.text);
+    assert!(log.body["deliveries"][0]["status"].is_null() && log.body["deliveries"][0]["latency_ms"].is_null(), "{}", log.text);
     let rt = csrf(&page);
     for (p, f) in [
         (path.clone(), vec![("csrf", rt.as_str()), ("kind", "slack"), ("url", slack)]),
@@ -769,7 +774,7 @@ fn log_rows(page: &Answer, iid: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn reloading_the_page_a_form_leads_to_creates_nothing_and_shows_a_secret_once() {
-    let app = TestApp::spawn();
+    let app = TestApp::spawn_reaching_loopback();
     create_user(&app, "ann@example.com", "admin");
     let site = id(&app.create_site("news.example.com", "UTC"));
     let other = id(&app.create_site("other.example.com", "UTC"));
@@ -839,7 +844,7 @@ fn reloading_the_page_a_form_leads_to_creates_nothing_and_shows_a_secret_once() 
 
 #[test]
 fn send_a_test_goes_back_to_a_log_that_shows_the_outcome() {
-    let app = TestApp::spawn();
+    let app = TestApp::spawn_reaching_loopback();
     create_user(&app, "ann@example.com", "admin");
     let site = id(&app.create_site("news.example.com", "UTC"));
     let path = format!("/dashboard/sites/{site}/integrations");

@@ -13,9 +13,10 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A collector with rate limits off, fast retries and these extra flags.
+/// A collector with rate limits off, fast retries, webhooks allowed to reach
+/// the receivers on loopback, and these extra flags.
 fn spawn(retry_base_ms: u64, extra: &[String]) -> TestApp {
-    let mut args: Vec<String> = ["--rate-limit-api", "0", "--rate-limit-ingest", "0", "--delivery-retry-base-ms"]
+    let mut args: Vec<String> = ["--rate-limit-api", "0", "--rate-limit-ingest", "0", LOOPBACK_HOOKS[0], LOOPBACK_HOOKS[1], "--delivery-retry-base-ms"]
         .iter()
         .map(|s| s.to_string())
         .collect();
@@ -184,6 +185,38 @@ fn the_webhook_carries_the_four_headers_and_a_signature_the_receiver_can_verify(
     assert!(body["data"].is_object(), "{body}");
     let d = wait_delivery(&app, &site, &delivery, finished);
     assert_eq!(d["state"], "delivered");
+}
+
+#[test]
+fn webhook_urls_are_masked_after_creation_and_read_keys_see_outcomes_without_the_answers() {
+    let hook = HttpReceiver::start(&[404]);
+    let app = spawn(100, &[]);
+    let site = id(&app.create_site("masked.example.com", "UTC"));
+    let url = hook.url.replace("http://", "http://robot:hunter2@") + "?token=abc";
+    let created = create_integration(&app, &site, json!({"kind": "webhook", "url": url}));
+    assert_eq!(created["url"], url, "the full URL is shown once, at creation");
+    let port = hook.url.trim_start_matches("http://127.0.0.1:").split('/').next().unwrap().to_owned();
+    let reader = app.post("/v1/keys", &json!({"scopes": ["read"]})).body["key"].as_str().unwrap().to_owned();
+    for key in [&app.key, &reader] {
+        let listed = app.get_as(key, &format!("/v1/sites/{site}/integrations")).expect(200).body["integrations"][0].clone();
+        assert_eq!(listed["url"], format!("http://127.0.0.1:{port}/…"), "scheme, host and port only: {listed}");
+    }
+
+    let delivery = send_test(&app, &site, created["id"].as_str().unwrap());
+    let d = wait_delivery(&app, &site, &delivery, finished);
+    assert_eq!(statuses(&d), vec![(404, "failed".to_owned())], "a write key sees the answer");
+    assert!(d["attempts"][0]["latency_ms"].is_i64() && d["last_error"].as_str().unwrap().contains("404"), "{d:#}");
+    let iid = created["id"].as_str().unwrap();
+    for path in [format!("/v1/sites/{site}/deliveries"), format!("/v1/sites/{site}/integrations/{iid}/deliveries")] {
+        let seen = app.get_as(&reader, &path).expect(200).body["deliveries"][0].clone();
+        assert_eq!((seen["id"].as_str(), seen["state"].as_str(), seen["attempt_count"].as_u64()), (Some(delivery.as_str()), Some("failed"), Some(1)), "{seen:#}");
+        let attempt = seen["attempts"][0].as_object().unwrap();
+        assert_eq!(attempt.get("outcome"), Some(&json!("failed")));
+        for hidden in ["status", "latency_ms", "error"] {
+            assert!(!attempt.contains_key(hidden), "a read key must not see {hidden}: {seen:#}");
+        }
+        assert!(seen.get("last_error").is_none(), "{seen:#}");
+    }
 }
 
 #[test]

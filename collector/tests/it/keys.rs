@@ -271,6 +271,43 @@ fn revoking_needs_the_write_scope() {
 }
 
 #[test]
+fn a_key_revokes_only_keys_whose_scopes_it_holds() {
+    let app = TestApp::spawn();
+    let make = |name: &str, scopes: &[&str]| {
+        let a = app.post("/v1/keys", &json!({"name": name, "scopes": scopes}));
+        a.expect(201);
+        (a.body["key"].as_str().unwrap().to_owned(), a.body["id"].as_str().unwrap().to_owned())
+    };
+    let (writer, writer_id) = make("write only", &["write"]);
+    let (read_write, _) = make("read and write", &["read", "write"]);
+    let (_, ingest) = make("ingest", &["ingest"]);
+    let (_, read) = make("read", &["read"]);
+    let (_, all) = make("everything", &["read", "write", "ingest"]);
+    let (_, twin) = make("another read and write", &["read", "write"]);
+
+    // A write-only key cannot take down a key with a scope it does not hold.
+    for (target, missing) in [(&ingest, "ingest"), (&read, "read"), (&all, "read"), (&twin, "read")] {
+        let a = revoke_as(&app, &writer, target);
+        a.expect(403);
+        let (code, field, reason) = a.error();
+        assert_eq!((code.as_str(), field.as_deref(), reason.as_str()), ("FORBIDDEN", Some("id"), "insufficient_scope"), "{}", a.text);
+        assert!(a.body["error"]["message"].as_str().unwrap().contains(missing), "{}", a.text);
+        assert!(listed(&app, target)["revoked_at"].is_null(), "refused means not revoked");
+    }
+    // Scopes held, equal or fewer: revoked.
+    revoke_as(&app, &read_write, &read).expect(204);
+    revoke_as(&app, &read_write, &twin).expect(204);
+    assert!(listed(&app, &read)["revoked_at"].is_string() && listed(&app, &twin)["revoked_at"].is_string());
+    // An unknown id is still 404, not 403, whatever the caller holds.
+    assert_eq!(revoke_as(&app, &writer, &uuid::Uuid::new_v4().to_string()).expect(404).error().0, "NOT_FOUND");
+    // Any key can revoke itself, and a key with every scope any key.
+    revoke_as(&app, &writer, &writer_id).expect(204);
+    revoke_as(&app, &app.key, &all).expect(204);
+    revoke_as(&app, &app.key, &ingest).expect(204);
+    assert!(listed(&app, &ingest)["revoked_at"].is_string());
+}
+
+#[test]
 fn last_used_at_is_set_after_use() {
     let app = TestApp::spawn();
     let created = app.post("/v1/keys", &json!({"name": "tracked", "scopes": ["read"]}));

@@ -577,6 +577,7 @@ fn a_scheduled_report_arrives_by_email_slack_and_signed_webhook_once() {
         let mut args = serve_args(&clock.to_rfc3339());
         args.extend(smtp.flags());
         args.extend(["--delivery-retry-base-ms".to_owned(), "200".to_owned(), "--public-url".to_owned(), "https://stats.example.com".to_owned()]);
+        args.extend(LOOPBACK_HOOKS.map(str::to_owned));
         args
     };
     let args = with(eight - chrono::Duration::hours(1));

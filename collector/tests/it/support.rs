@@ -14,6 +14,10 @@ use serde_json::{json, Value};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_postern");
 
+/// The flags that let webhooks reach the tests' receivers, which listen on
+/// loopback: a collector refuses loopback destinations unless allowed.
+pub const LOOPBACK_HOOKS: [&str; 2] = ["--webhook-allow-cidr", "127.0.0.0/8"];
+
 /// One HTTP answer: status, headers and the body parsed as JSON (`Null` when empty or not JSON).
 #[derive(Debug)]
 pub struct Answer {
@@ -73,6 +77,12 @@ impl TestApp {
     /// A collector with rate limits disabled.
     pub fn spawn() -> TestApp {
         TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0"])
+    }
+
+    /// A collector with rate limits disabled whose webhooks may reach loopback
+    /// (for tests that deliver to receivers on this machine).
+    pub fn spawn_reaching_loopback() -> TestApp {
+        TestApp::spawn_with(&["--rate-limit-api", "0", "--rate-limit-ingest", "0", LOOPBACK_HOOKS[0], LOOPBACK_HOOKS[1]])
     }
 
     /// A collector with these extra `serve` flags.

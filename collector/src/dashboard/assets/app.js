@@ -92,8 +92,9 @@ for (const notice of document.querySelectorAll("[data-queued]")) {
     badge.textContent = d.state;
     state.replaceChildren(badge, d.retrying ? " (will retry)" : "");
     attempts.textContent = String(d.attempts);
-    answer.textContent = d.status ? `HTTP ${d.status}${d.latency_ms === null ? "" : ` in ${d.latency_ms} ms`}` : "";
-    error.textContent = d.error || "";
+    // A Reader's log has no answer and error columns.
+    if (answer) answer.textContent = d.status ? `HTTP ${d.status}${d.latency_ms === null ? "" : ` in ${d.latency_ms} ms`}` : "";
+    if (error) error.textContent = d.error || "";
   };
   const poll = async () => {
     tries += 1;

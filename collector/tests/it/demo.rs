@@ -1,0 +1,57 @@
+//! `serve --demo` signs in an Admin whose password is in the README: it
+//! refuses to listen beyond loopback unless told `--demo-public`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::BIN;
+
+#[test]
+fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("demo.db");
+    let db = db.to_str().unwrap();
+    let refusals = [
+        (vec!["serve", "--demo", "--db", db, "--listen", "0.0.0.0:0"], vec![]),
+        (vec!["serve", "--demo", "--db", db, "--listen", "[::]:0"], vec![]),
+        (vec!["serve", "--db", db], vec![("POSTERN_DEMO", "true"), ("POSTERN_LISTEN", "0.0.0.0:0")]),
+    ];
+    for (args, env) in refusals {
+        let out = Command::new(BIN).args(&args).envs(env.iter().copied()).stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?} {env:?} must exit 1; stderr: {stderr}");
+        assert!(stderr.contains("postern-demo") && stderr.contains("--demo-public"), "a clear message: {stderr}");
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"), "it never listened");
+        assert!(!dir.path().join("demo.db").exists(), "nothing was seeded");
+    }
+
+    // Asked explicitly, it serves on every address.
+    let mut child = Command::new(BIN)
+        .args(["serve", "--demo", "--demo-public", "--db", db, "--listen", "0.0.0.0:0"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let listening = loop {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) if line.starts_with("postern listening on ") => break line,
+            Ok(_) => continue,
+            Err(e) => {
+                let _ = child.kill();
+                panic!("the public demo did not start: {e}");
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(listening.starts_with("postern listening on http://0.0.0.0:"), "{listening}");
+}
