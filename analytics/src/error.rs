@@ -13,6 +13,8 @@ pub enum Error {
     Conflict(String),
     #[error("corrupt stored value: {0}")]
     Corrupt(String),
+    #[error("cannot create the database file: {0}")]
+    Create(std::io::Error),
     #[error("writing the output failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("document rendering failed: {0}")]
@@ -20,3 +22,19 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// Whether the store failed to read or write its files (a full disk, an
+    /// I/O error, a read-only or locked file) rather than refusing the data.
+    pub fn is_storage_failure(&self) -> bool {
+        use rusqlite::ErrorCode::*;
+        match self {
+            Error::Sqlite(e) => matches!(
+                e.sqlite_error_code(),
+                Some(DiskFull | SystemIoFailure | ReadOnly | DatabaseBusy | DatabaseLocked | CannotOpen | OutOfMemory)
+            ),
+            Error::Create(_) => true,
+            _ => false,
+        }
+    }
+}

@@ -197,6 +197,9 @@ pub struct Site {
     pub timezone: Tz,
     pub revenue_per_mille: Option<f64>,
     pub wall: serde_json::Value,
+    /// Whether stored page URLs keep their `utm_*` query parameters (the
+    /// rest of the query string and the fragment are never stored).
+    pub keep_utm: bool,
     pub created_at: DateTime<Utc>,
 }
 

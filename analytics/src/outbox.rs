@@ -313,6 +313,31 @@ pub(crate) fn purge_site(conn: &Connection, site: i64) -> Result<()> {
     Ok(())
 }
 
+/// How long a delivered or failed row, with its attempts and attachments,
+/// is kept after it settled. Report runs themselves are kept forever.
+pub const SETTLED_RETENTION_DAYS: i64 = 90;
+
+/// Deletes up to `batch` rows that settled (delivered or failed) before
+/// `before_ms`, with their attempts and attachments; returns how many rows.
+/// Pending rows are never deleted, whatever their age. The notification's
+/// dedupe key stays, so the same notification is never enqueued again.
+pub fn purge_settled(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
+    let seqs: Vec<i64> = conn
+        .prepare_cached("SELECT seq FROM outbox WHERE state <> 'pending' AND finished_at < ?1 ORDER BY finished_at LIMIT ?2")?
+        .query_map(params![before_ms, batch as i64], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for seq in &seqs {
+        for sql in [
+            "DELETE FROM delivery_attempts WHERE outbox = ?1",
+            "DELETE FROM outbox_attachments WHERE outbox = ?1",
+            "DELETE FROM outbox WHERE seq = ?1",
+        ] {
+            conn.prepare_cached(sql)?.execute([seq])?;
+        }
+    }
+    Ok(seqs.len())
+}
+
 fn parse_uuid(r: &Row<'_>, i: usize) -> rusqlite::Result<Uuid> {
     let s: String = r.get(i)?;
     Uuid::parse_str(&s).map_err(|_| rusqlite::Error::InvalidColumnType(i, "uuid".to_owned(), rusqlite::types::Type::Text))
@@ -370,5 +395,37 @@ mod tests {
             (1, Some(503), "retry"),
             (2, Some(200), "delivered")
         ]);
+    }
+
+    #[test]
+    fn settled_rows_go_after_their_retention_and_pending_ones_never() {
+        let (_dir, store) = temp_store();
+        let mut w = store.open_writer(Durability::Normal).unwrap();
+        let now = Utc::now();
+        let old = now - Duration::days(SETTLED_RETENTION_DAYS + 1);
+        let recent = now - Duration::days(SETTLED_RETENTION_DAYS - 1);
+        let mut rows = |key: &str, at| w.run(|c| enqueue(c, 1, "daily_report", key, &[mail("a@x.test")], at)).unwrap().unwrap();
+        let (delivered_old, failed_old, delivered_recent, pending_old) = (rows("k1", old), rows("k2", old), rows("k3", recent), rows("k4", old));
+        let settle = |w: &mut crate::write::Writer, id: Uuid, at: DateTime<Utc>, outcome: Outcome| {
+            let seq = store.read(|c| Ok(c.query_row("SELECT seq FROM outbox WHERE id = ?1", [id.to_string()], |r| r.get::<_, i64>(0))?)).unwrap();
+            let a = Attempt { started_at: at, latency_ms: 5, status: Some(200), error: None, outcome };
+            w.run(|c| record(c, seq, 1, &a)).unwrap();
+        };
+        settle(&mut w, delivered_old[0], old, Outcome::Delivered);
+        settle(&mut w, failed_old[0], old, Outcome::Failed);
+        settle(&mut w, delivered_recent[0], recent, Outcome::Delivered);
+        let count = |table: &str| store.read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get::<_, i64>(0))?)).unwrap();
+        assert_eq!((count("outbox"), count("delivery_attempts"), count("outbox_attachments")), (4, 3, 4));
+
+        let cutoff = (now - Duration::days(SETTLED_RETENTION_DAYS)).timestamp_millis();
+        // One row per batch: the caller repeats until a batch comes back short.
+        assert_eq!(w.run(|c| purge_settled(c, cutoff, 1)).unwrap(), 1);
+        assert_eq!(w.run(|c| purge_settled(c, cutoff, 1)).unwrap(), 1);
+        assert_eq!(w.run(|c| purge_settled(c, cutoff, 1)).unwrap(), 0);
+        let left: Vec<Uuid> = store.read(|c| list(c, 1, None, 10)).unwrap().into_iter().map(|d| d.id).collect();
+        assert_eq!(left, vec![pending_old[0], delivered_recent[0]], "newest first: the old pending row and the recent delivered one");
+        assert_eq!((count("outbox"), count("delivery_attempts"), count("outbox_attachments")), (2, 1, 2));
+        assert_eq!(count("notifications"), 4, "dedupe keys stay");
+        assert_eq!(w.run(|c| enqueue(c, 1, "daily_report", "k1", &[mail("a@x.test")], now)).unwrap(), None);
     }
 }

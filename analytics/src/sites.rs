@@ -57,6 +57,7 @@ pub fn create(conn: &Connection, s: &NewSite<'_>, now: DateTime<Utc>) -> Result<
         timezone: s.timezone,
         revenue_per_mille: s.revenue_per_mille,
         wall: default_wall(),
+        keep_utm: false,
         created_at: now,
     };
     conn.execute(
@@ -78,7 +79,7 @@ pub fn create(conn: &Connection, s: &NewSite<'_>, now: DateTime<Utc>) -> Result<
 }
 
 const SITE_COLUMNS: &str =
-    "seq, id, account_id, name, domain, status, timezone, revenue_per_mille, wall, created_at";
+    "seq, id, account_id, name, domain, status, timezone, revenue_per_mille, wall, created_at, keep_utm";
 
 fn site_from_row(r: &Row<'_>) -> rusqlite::Result<Site> {
     let id: String = r.get(1)?;
@@ -96,6 +97,7 @@ fn site_from_row(r: &Row<'_>) -> rusqlite::Result<Site> {
         revenue_per_mille: r.get(7)?,
         wall: serde_json::from_str(&wall).unwrap_or_else(|_| default_wall()),
         created_at: from_ms(r.get(9)?),
+        keep_utm: r.get(10)?,
     })
 }
 
@@ -133,6 +135,7 @@ pub struct SiteChanges {
     /// `Some(None)` clears the revenue figure.
     pub revenue_per_mille: Option<Option<f64>>,
     pub wall: Option<serde_json::Value>,
+    pub keep_utm: Option<bool>,
 }
 
 pub fn update(conn: &Connection, account_id: i64, id: Uuid, c: &SiteChanges) -> Result<Site> {
@@ -155,8 +158,11 @@ pub fn update(conn: &Connection, account_id: i64, id: Uuid, c: &SiteChanges) -> 
     if let Some(v) = &c.wall {
         site.wall = v.clone();
     }
+    if let Some(v) = c.keep_utm {
+        site.keep_utm = v;
+    }
     conn.execute(
-        "UPDATE sites SET name = ?2, domain = ?3, status = ?4, timezone = ?5, revenue_per_mille = ?6, wall = ?7
+        "UPDATE sites SET name = ?2, domain = ?3, status = ?4, timezone = ?5, revenue_per_mille = ?6, wall = ?7, keep_utm = ?8
          WHERE seq = ?1",
         params![
             site.seq,
@@ -165,7 +171,8 @@ pub fn update(conn: &Connection, account_id: i64, id: Uuid, c: &SiteChanges) -> 
             site.status.as_str(),
             site.timezone.name(),
             site.revenue_per_mille,
-            site.wall.to_string()
+            site.wall.to_string(),
+            site.keep_utm
         ],
     )?;
     Ok(site)

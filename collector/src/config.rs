@@ -1,7 +1,9 @@
 //! `Config`: everything `postern serve` can be told, from flags, `POSTERN_*`
 //! environment variables and an optional TOML file (in that order of precedence).
 
+use std::fmt::Display;
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use analytics::store::Durability;
@@ -42,6 +44,39 @@ pub struct Config {
     /// Added to the system clock by the report scheduler (`--clock`, for tests
     /// and drills): reports are due, and periods computed, at the shifted time.
     pub clock_offset: chrono::Duration,
+    /// Skip `PRAGMA quick_check` when the store opens (for stores so large
+    /// that reading them all delays every start).
+    pub skip_integrity_check: bool,
+    /// `/readyz` fails when the database's file system has fewer free bytes; 0 never.
+    pub min_free_disk_bytes: u64,
+    /// Whether log lines name the client's address.
+    pub log_client_ip: bool,
+}
+
+/// The ranges numeric settings must lie in, whatever their source (flag,
+/// environment or file), so an absurd value stops the start with a clear
+/// error instead of overflowing time arithmetic later.
+pub mod limits {
+    use std::ops::RangeInclusive;
+
+    pub const RATE_LIMIT: RangeInclusive<u32> = 0..=10_000_000;
+    pub const QUEUE_CAPACITY: RangeInclusive<usize> = 1..=1_048_576;
+    pub const WORKERS: RangeInclusive<u16> = 1..=1024;
+    /// A hundred years: "keep forever" in practice.
+    pub const RETENTION_DAYS: RangeInclusive<u32> = 1..=36_500;
+    pub const SMTP_PORT: RangeInclusive<u16> = 1..=65_535;
+    /// A day: with 20 attempts the last retry then waits about 700 years, still a date.
+    pub const DELIVERY_RETRY_BASE_MS: RangeInclusive<u64> = 1..=86_400_000;
+    pub const DELIVERY_MAX_ATTEMPTS: RangeInclusive<u32> = 1..=20;
+    pub const ALERT_NO_DATA_HOURS: RangeInclusive<u32> = 1..=720;
+    /// Up to a pebibyte.
+    pub const MIN_FREE_DISK_MB: RangeInclusive<u64> = 0..=1 << 30;
+}
+
+/// `value` if it lies in `range`, else an error naming the setting.
+fn within<T: PartialOrd + Display>(name: &str, value: T, range: RangeInclusive<T>) -> anyhow::Result<T> {
+    anyhow::ensure!(range.contains(&value), "{name} must be between {} and {}, not {value}", range.start(), range.end());
+    Ok(value)
 }
 
 /// Where and how notifications are sent: SMTP for e-mail, and the outbox's retry policy.
@@ -163,6 +198,15 @@ pub struct ServeArgs {
     /// Testing and drills: run the report scheduler as if the time at start-up were this RFC 3339 instant
     #[arg(long, env = "POSTERN_CLOCK")]
     pub clock: Option<chrono::DateTime<chrono::Utc>>,
+    /// Do not run PRAGMA quick_check on the database at start (for very large stores)
+    #[arg(long, env = "POSTERN_SKIP_INTEGRITY_CHECK")]
+    pub skip_integrity_check: bool,
+    /// /readyz fails when the database's file system has less free space, in MiB; 0 disables [default: 1024]
+    #[arg(long, env = "POSTERN_MIN_FREE_DISK_MB")]
+    pub min_free_disk_mb: Option<u64>,
+    /// on: log lines name the client address; off: they do not [default: on]
+    #[arg(long, env = "POSTERN_LOG_CLIENT_IP", value_parser = ["on", "off"])]
+    pub log_client_ip: Option<String>,
     /// TOML file with any of the settings above (snake_case keys)
     #[arg(long, env = "POSTERN_CONFIG")]
     pub config: Option<PathBuf>,
@@ -197,6 +241,9 @@ struct FileConfig {
     webhook_allow_cidr: Option<Vec<String>>,
     public_url: Option<String>,
     clock: Option<chrono::DateTime<chrono::Utc>>,
+    skip_integrity_check: Option<bool>,
+    min_free_disk_mb: Option<u64>,
+    log_client_ip: Option<String>,
 }
 
 impl Config {
@@ -221,24 +268,40 @@ impl Config {
             "--demo signs in an Admin with a public password (postern-demo), so it listens on loopback only; \
              to serve it on {listen} anyway, add --demo-public"
         );
+        let log_client_ip = match args.log_client_ip.clone().or(file.log_client_ip).as_deref() {
+            None | Some("on") => true,
+            Some("off") => false,
+            Some(other) => anyhow::bail!("log_client_ip must be on or off, not {other}"),
+        };
+        let min_free_disk_mb = within("min_free_disk_mb", args.min_free_disk_mb.or(file.min_free_disk_mb).unwrap_or(1024), limits::MIN_FREE_DISK_MB)?;
         Ok(Config {
             db: args.db.clone().or(file.db).unwrap_or_else(|| PathBuf::from("postern.db")),
             listen,
-            rate_limit_ingest: args.rate_limit_ingest.or(file.rate_limit_ingest).unwrap_or(1000),
-            rate_limit_api: args.rate_limit_api.or(file.rate_limit_api).unwrap_or(100),
+            rate_limit_ingest: within("rate_limit_ingest", args.rate_limit_ingest.or(file.rate_limit_ingest).unwrap_or(1000), limits::RATE_LIMIT)?,
+            rate_limit_api: within("rate_limit_api", args.rate_limit_api.or(file.rate_limit_api).unwrap_or(100), limits::RATE_LIMIT)?,
             durability,
-            queue_capacity: args.queue_capacity.or(file.queue_capacity).unwrap_or(8192).max(1),
-            workers: args.workers.or(file.workers).map_or_else(default_workers, |n| usize::from(n).max(1)),
+            queue_capacity: within("queue_capacity", args.queue_capacity.or(file.queue_capacity).unwrap_or(8192), limits::QUEUE_CAPACITY)?,
+            workers: match args.workers.or(file.workers) {
+                None => default_workers(),
+                Some(n) => usize::from(within("workers", n, limits::WORKERS)?),
+            },
             country_header: args.country_header.clone().or(file.country_header),
             client_ip_header: args.client_ip_header.clone().or(file.client_ip_header),
             geoip_db: args.geoip_db.clone().or(file.geoip_db),
             demo,
-            raw_retention_days: args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90).max(1),
-            rollup_retention_days: args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730).max(1),
+            raw_retention_days: within("raw_retention_days", args.raw_retention_days.or(file.raw_retention_days).unwrap_or(90), limits::RETENTION_DAYS)?,
+            rollup_retention_days: within(
+                "rollup_retention_days",
+                args.rollup_retention_days.or(file.rollup_retention_days).unwrap_or(730),
+                limits::RETENTION_DAYS,
+            )?,
             delivery,
-            alert_no_data_hours: args.alert_no_data_hours.or(file.alert_no_data_hours).unwrap_or(24).clamp(1, 720),
+            alert_no_data_hours: within("alert_no_data_hours", args.alert_no_data_hours.or(file.alert_no_data_hours).unwrap_or(24), limits::ALERT_NO_DATA_HOURS)?,
             public_url: public_url.trim_end_matches('/').to_owned(),
             clock_offset,
+            skip_integrity_check: args.skip_integrity_check || file.skip_integrity_check.unwrap_or(false),
+            min_free_disk_bytes: min_free_disk_mb * 1024 * 1024,
+            log_client_ip,
         })
     }
 }
@@ -252,8 +315,12 @@ impl DeliveryConfig {
             Some(other) => anyhow::bail!("smtp_tls must be starttls, tls or none, not {other}"),
         };
         let default_port = if smtp_tls == SmtpTls::Tls { 465 } else { 587 };
-        let max_attempts = args.delivery_max_attempts.or(file.delivery_max_attempts).unwrap_or(8);
-        anyhow::ensure!((1..=20).contains(&max_attempts), "delivery_max_attempts must be between 1 and 20");
+        let max_attempts = within("delivery_max_attempts", args.delivery_max_attempts.or(file.delivery_max_attempts).unwrap_or(8), limits::DELIVERY_MAX_ATTEMPTS)?;
+        let retry_base_ms = within(
+            "delivery_retry_base_ms",
+            args.delivery_retry_base_ms.or(file.delivery_retry_base_ms).unwrap_or(660_000),
+            limits::DELIVERY_RETRY_BASE_MS,
+        )?;
         let webhook_allow = if args.webhook_allow_cidr.is_empty() {
             let listed = file.webhook_allow_cidr.iter().flatten();
             listed.map(|c| parse_cidr(c).map_err(|e| anyhow::anyhow!("webhook_allow_cidr: {e}"))).collect::<anyhow::Result<_>>()?
@@ -262,14 +329,12 @@ impl DeliveryConfig {
         };
         Ok(DeliveryConfig {
             smtp_host: args.smtp_host.clone().or(file.smtp_host.clone()),
-            smtp_port: args.smtp_port.or(file.smtp_port).unwrap_or(default_port),
+            smtp_port: within("smtp_port", args.smtp_port.or(file.smtp_port).unwrap_or(default_port), limits::SMTP_PORT)?,
             smtp_tls,
             smtp_username: args.smtp_username.clone().or(file.smtp_username.clone()),
             smtp_password: args.smtp_password.clone().or(file.smtp_password.clone()).map(Secret),
             smtp_from: args.smtp_from.clone().or(file.smtp_from.clone()).unwrap_or_else(|| "Postern <postern@localhost>".to_owned()),
-            retry_base: std::time::Duration::from_millis(
-                args.delivery_retry_base_ms.or(file.delivery_retry_base_ms).unwrap_or(660_000).max(1),
-            ),
+            retry_base: std::time::Duration::from_millis(retry_base_ms),
             max_attempts,
             webhook_allow,
         })
@@ -333,6 +398,75 @@ mod tests {
         assert_eq!(c.workers, 3);
         let err = ServeArgs::augment_args(clap::Command::new("serve")).try_get_matches_from(["serve", "--workers", "0"]).unwrap_err();
         assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation);
+    }
+
+    /// Config from a TOML file's text alone.
+    fn from_file(text: &str) -> anyhow::Result<Config> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("postern.toml");
+        std::fs::write(&path, text).unwrap();
+        Config::from_args(&ServeArgs { config: Some(path), ..Default::default() })
+    }
+
+    #[test]
+    fn every_numeric_setting_out_of_range_is_refused_by_name() {
+        for (key, value, range) in [
+            ("rate_limit_ingest", "10000001", "0 and 10000000"),
+            ("rate_limit_api", "4294967295", "0 and 10000000"),
+            ("queue_capacity", "0", "1 and 1048576"),
+            ("queue_capacity", "9223372036854775807", "1 and 1048576"),
+            ("workers", "0", "1 and 1024"),
+            ("workers", "65535", "1 and 1024"),
+            ("raw_retention_days", "100000000", "1 and 36500"),
+            ("raw_retention_days", "0", "1 and 36500"),
+            ("rollup_retention_days", "4294967295", "1 and 36500"),
+            ("smtp_port", "0", "1 and 65535"),
+            ("delivery_retry_base_ms", "9223372036854775807", "1 and 86400000"),
+            ("delivery_retry_base_ms", "0", "1 and 86400000"),
+            ("delivery_max_attempts", "21", "1 and 20"),
+            ("alert_no_data_hours", "721", "1 and 720"),
+            ("alert_no_data_hours", "0", "1 and 720"),
+            ("min_free_disk_mb", "1073741825", "0 and 1073741824"),
+        ] {
+            let err = from_file(&format!("{key} = {value}\n")).unwrap_err();
+            let text = format!("{err:#}");
+            assert!(text.contains(&format!("{key} must be between {range}, not {value}")), "{key} = {value}: {text}");
+        }
+    }
+
+    #[test]
+    fn flags_are_bounded_like_the_file() {
+        let args = ServeArgs { raw_retention_days: Some(100_000_000), ..Default::default() };
+        let err = Config::from_args(&args).unwrap_err();
+        assert_eq!(err.to_string(), "raw_retention_days must be between 1 and 36500, not 100000000");
+        let args = ServeArgs { delivery_retry_base_ms: Some(u64::MAX), ..Default::default() };
+        assert!(Config::from_args(&args).unwrap_err().to_string().starts_with("delivery_retry_base_ms must be between"));
+    }
+
+    #[test]
+    fn the_largest_values_in_range_are_accepted() {
+        let c = from_file(
+            "raw_retention_days = 36500\nrollup_retention_days = 36500\ndelivery_retry_base_ms = 86400000\n\
+             delivery_max_attempts = 20\nqueue_capacity = 1048576\nrate_limit_api = 10000000\nmin_free_disk_mb = 1073741824\n",
+        )
+        .unwrap();
+        assert_eq!((c.raw_retention_days, c.rollup_retention_days), (36_500, 36_500));
+        assert_eq!(c.delivery.retry_base, std::time::Duration::from_secs(86_400));
+        assert_eq!(c.min_free_disk_bytes, 1 << 50);
+    }
+
+    #[test]
+    fn data_safety_settings_have_their_defaults_and_are_read_from_the_file() {
+        let c = Config::from_args(&ServeArgs::default()).unwrap();
+        assert!(!c.skip_integrity_check);
+        assert_eq!(c.min_free_disk_bytes, 1024 * 1024 * 1024);
+        assert!(c.log_client_ip);
+        let c = from_file("skip_integrity_check = true\nmin_free_disk_mb = 0\nlog_client_ip = \"off\"\n").unwrap();
+        assert!(c.skip_integrity_check);
+        assert_eq!(c.min_free_disk_bytes, 0);
+        assert!(!c.log_client_ip);
+        let err = from_file("log_client_ip = \"hashed\"\n").unwrap_err();
+        assert_eq!(err.to_string(), "log_client_ip must be on or off, not hashed");
     }
 
     #[test]

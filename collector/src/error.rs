@@ -82,6 +82,14 @@ impl ApiError {
         e
     }
 
+    /// 503 from `/readyz`: the collector runs but should not be sent traffic;
+    /// `reason` says why (`disk_low`, `task_down`).
+    pub fn not_ready(reason: &'static str, message: impl Into<String>) -> ApiError {
+        let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", reason, message);
+        e.retry_after = Some(1);
+        e
+    }
+
     /// 503 for a part this binary was built without (the browser SDK).
     pub fn not_built(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE", "not_built", message)

@@ -149,7 +149,7 @@ where
                 path = %logged_path(&path),
                 status = status.as_u16(),
                 latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-                client = %ip,
+                client = crate::telemetry::client_addr(ip),
             )
         };
     }

@@ -20,6 +20,8 @@ mod rate_limit;
 mod reports;
 mod startup;
 mod state;
+mod storage;
+mod supervisor;
 mod telemetry;
 
 use clap::Parser;
@@ -65,6 +67,7 @@ fn tune_allocator() {
 /// session 18).
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let config = config::Config::from_args(args)?;
+    telemetry::log_client_addresses(config.log_client_ip);
     let mut runtime = if config.workers == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {

@@ -6,7 +6,6 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use analytics::Store;
 use anyhow::Context;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -19,14 +18,14 @@ use crate::ingest::writer;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
-use crate::{api, delivery, demo, gateway, jobs};
+use crate::{api, delivery, demo, gateway, jobs, storage, telemetry};
 
 /// How long open connections get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let geo = CountryResolver::new(config.country_header.clone(), config.geoip_db.as_deref())?;
-    let store = Arc::new(Store::open(&config.db).with_context(|| format!("opening database {}", config.db.display()))?);
+    let store = Arc::new(storage::open(&config)?);
     let metrics = Arc::new(Metrics::default());
     let (writer, writer_thread) = writer::start(&store, config.durability, config.queue_capacity, metrics.clone())
         .context("starting the writer")?;
@@ -34,7 +33,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default(), previews: Default::default() });
+    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default(), previews: Default::default(), tasks: Default::default() });
 
     // Handlers go in before the listening line: a SIGTERM sent as soon as we
     // announce readiness must already mean a graceful stop.
@@ -46,7 +45,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     println!("postern listening on http://{addr}");
 
     let jobs = jobs::spawn_all(&ctx);
-    let deliveries = delivery::Worker::start(&ctx.store, &ctx.config.delivery).context("starting the delivery worker")?;
+    let deliveries = delivery::Worker::start(&ctx.store, &ctx.config.delivery, &ctx.tasks).context("starting the delivery worker")?;
     serve(listener, ctx.clone(), shutdown).await;
     for job in jobs {
         job.abort();
@@ -95,7 +94,7 @@ async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::fu
         let conn = graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned());
         tokio::spawn(async move {
             if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+                tracing::debug!(error = %e, peer = telemetry::client_addr(peer), "connection ended with an error");
             }
         });
     }

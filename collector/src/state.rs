@@ -25,6 +25,8 @@ pub struct AppState {
     /// The wall editor's unsaved drafts being previewed (the gateway counts
     /// requests carrying a live draft's token against that token).
     pub previews: Arc<crate::dashboard::Drafts>,
+    /// The supervised background tasks' health, for `/readyz` and `/metrics`.
+    pub tasks: crate::supervisor::Tasks,
 }
 
 pub type Ctx = Arc<AppState>;

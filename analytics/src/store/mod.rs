@@ -1,6 +1,7 @@
 //! Opening the SQLite database: pragmas, migrations and the pool of read-only
 //! connections. Writes go through [`crate::write::Writer`], which owns the one
-//! write connection.
+//! write connection. A new database file is created readable by its owner
+//! only; [`quick_check`] and [`backup`] serve the data-safety commands.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -10,9 +11,12 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::Result;
 
+mod backup;
 mod migrations;
 pub mod page_cache;
 pub mod wal_writes;
+
+pub use backup::{backup, Copied};
 
 /// How hard a commit waits for the disk. `Full` is the default: an acknowledged
 /// event survives a power cut. `Normal` survives a crash of the process only.
@@ -49,6 +53,7 @@ impl Store {
     /// Opens (creating if needed) the database and brings its schema up to date.
     pub fn open(path: impl AsRef<Path>) -> Result<Store> {
         let path = path.as_ref().to_path_buf();
+        create_private(&path)?;
         let mut conn = open_write_connection(&path, Durability::Full)?;
         migrations::run(&mut conn)?;
         Ok(Store { path, idle_readers: Mutex::new(Vec::new()) })
@@ -78,6 +83,35 @@ impl Store {
         result
     }
 }
+
+/// Creates a database file that does not exist yet, empty (SQLite takes an
+/// empty file for an empty database) and readable by its owner only: it holds
+/// password hashes and webhook signing secrets. SQLite gives the `-wal` and
+/// `-shm` files it creates beside it the database file's mode. An existing
+/// file keeps its mode.
+pub(crate) fn create_private(path: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(crate::Error::Create(e)),
+    }
+}
+
+/// What `PRAGMA quick_check` found wrong in a database file: nothing when the
+/// list is empty. At most [`MAX_PROBLEMS`] are listed.
+pub fn quick_check(path: &Path) -> Result<Vec<String>> {
+    // Opened without creating: a missing file is not checked into existence.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(WRITE_BUSY_TIMEOUT)?;
+    let mut stmt = conn.prepare(&format!("PRAGMA quick_check({MAX_PROBLEMS})"))?;
+    let lines = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(if lines == ["ok"] { Vec::new() } else { lines })
+}
+
+/// The most problems [`quick_check`] lists: enough to tell what is damaged.
+pub const MAX_PROBLEMS: usize = 10;
 
 /// How long a write waits for another write connection's lock.
 const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);

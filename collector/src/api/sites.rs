@@ -30,6 +30,7 @@ pub struct SiteView {
     timezone: &'static str,
     revenue_per_1000_pageviews: Option<f64>,
     wall: Value,
+    keep_utm: bool,
     created_at: String,
 }
 
@@ -43,6 +44,7 @@ impl From<&Site> for SiteView {
             timezone: s.timezone.name(),
             revenue_per_1000_pageviews: s.revenue_per_mille,
             wall: s.wall.clone(),
+            keep_utm: s.keep_utm,
             created_at: iso(s.created_at),
         }
     }
@@ -78,13 +80,18 @@ pub async fn sites_create(ctx: Ctx, p: Result<Principal, ApiError>, body: Result
     let domain = parse_domain(obj.get("domain"))?.ok_or_else(|| ApiError::required("domain"))?;
     let timezone = parse_timezone(obj.get("timezone"))?.unwrap_or(Tz::UTC);
     let revenue = parse_revenue(obj.get("revenue_per_1000_pageviews"))?.flatten();
-    reject_unknown(&obj, &["name", "domain", "timezone", "revenue_per_1000_pageviews"])?;
+    let keep_utm = parse_keep_utm(obj.get("keep_utm"))?;
+    reject_unknown(&obj, &["name", "domain", "timezone", "revenue_per_1000_pageviews", "keep_utm"])?;
     let account_id = p.account_id();
     let site = ctx
         .writer
         .apply(move |c| {
             let new = NewSite { account_id, name: &name, domain: &domain, timezone, revenue_per_mille: revenue };
-            sites::create(c, &new, Utc::now())
+            let site = sites::create(c, &new, Utc::now())?;
+            match keep_utm {
+                Some(true) => sites::update(c, account_id, site.id, &SiteChanges { keep_utm, ..Default::default() }),
+                _ => Ok(site),
+            }
         })
         .await?;
     ctx.directory.forget_site(site.id);
@@ -117,8 +124,9 @@ pub async fn sites_update(
         timezone: parse_timezone(obj.get("timezone"))?,
         revenue_per_mille: parse_revenue(obj.get("revenue_per_1000_pageviews"))?,
         wall: parse_wall(obj.get("wall"))?,
+        keep_utm: parse_keep_utm(obj.get("keep_utm"))?,
     };
-    reject_unknown(&obj, &["name", "domain", "status", "timezone", "revenue_per_1000_pageviews", "wall"])?;
+    reject_unknown(&obj, &["name", "domain", "status", "timezone", "revenue_per_1000_pageviews", "wall", "keep_utm"])?;
     let account_id = p.account_id();
     let updated = ctx.writer.apply(move |c| sites::update(c, account_id, site.id, &changes)).await?;
     ctx.directory.forget_site(updated.id);
@@ -196,6 +204,14 @@ pub(crate) fn parse_status(v: Option<&Value>) -> Result<Option<SiteStatus>, ApiE
     string_field(v, "status")?
         .map(|s| SiteStatus::parse(s).ok_or_else(|| ApiError::invalid("status", "invalid", "status must be active or paused")))
         .transpose()
+}
+
+pub(crate) fn parse_keep_utm(v: Option<&Value>) -> Result<Option<bool>, ApiError> {
+    match v {
+        None => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::invalid("keep_utm", "invalid", "keep_utm must be true or false")),
+    }
 }
 
 /// `Some(None)` when explicitly null (clears the figure).

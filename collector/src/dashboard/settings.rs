@@ -1,5 +1,6 @@
-//! A site's settings: name, domain, timezone, status, revenue figure, the
-//! snippet that installs the SDK, and deleting the site. Validated by the
+//! A site's settings: name, domain, timezone, status, revenue figure, whether
+//! page URLs keep their `utm_*` parameters, the snippet that installs the SDK,
+//! and deleting the site. Validated by the
 //! same rules as `PATCH /v1/sites/:id`.
 
 use analytics::model::Site;
@@ -52,6 +53,7 @@ fn current(site: &Site) -> minijinja::Value {
         timezone => site.timezone.name(),
         status => site.status.as_str(),
         revenue => site.revenue_per_mille.map(|r| r.to_string()).unwrap_or_default(),
+        keep_utm => site.keep_utm,
     }
 }
 
@@ -75,6 +77,8 @@ fn changes(form: &Form) -> Result<SiteChanges, ApiError> {
         timezone: parse_timezone(text("timezone").as_ref())?,
         revenue_per_mille: parse_revenue(revenue.as_ref())?,
         wall: None,
+        // An unchecked box is not sent.
+        keep_utm: Some(form.get("keep_utm").is_some()),
     })
 }
 
@@ -94,6 +98,7 @@ pub async fn settings_save(
             let typed = minijinja::context! {
                 name => form.get("name"), domain => form.get("domain"), timezone => form.get("timezone"),
                 status => form.get("status"), revenue => form.get("revenue_per_1000_pageviews"),
+                keep_utm => form.get("keep_utm").is_some(),
             };
             return render(&viewer, &headers, &site, StatusCode::BAD_REQUEST, typed, Some(form_error(&e)), false);
         }

@@ -27,6 +27,7 @@ use super::destination::{self, Destinations, GuardedResolver};
 use super::email::Mailer;
 use super::webhook;
 use crate::config::DeliveryConfig;
+use crate::supervisor::{self, Health, Tasks};
 
 /// How often the outbox is looked at when nothing is due.
 const POLL: Duration = Duration::from_millis(250);
@@ -38,6 +39,13 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 const RECORD_RETRIES: usize = 3;
 /// Stored error messages are cut to this many characters.
 const ERROR_MAX: usize = 500;
+/// Restarts after a panic wait at most this long.
+const RESTART_BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// Crashing for longer than this, the worker counts as dead.
+const DEAD_AFTER: Duration = Duration::from_secs(60);
+/// A round (up to BATCH sends at once, each bounded by its own timeout) taking
+/// longer than this is stuck.
+const STUCK_AFTER: Duration = Duration::from_secs(300);
 
 /// Why an attempt failed, and whether trying again may help.
 #[derive(Debug)]
@@ -68,10 +76,11 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn start(store: &Arc<Store>, config: &DeliveryConfig) -> anyhow::Result<Worker> {
+    pub fn start(store: &Arc<Store>, config: &DeliveryConfig, tasks: &Tasks) -> anyhow::Result<Worker> {
         let writer = store.open_writer(Durability::Full).context("opening the outbox's write connection")?;
         let destinations = Destinations::new(&config.webhook_allow);
-        let sender = Sender {
+        let health = tasks.register("delivery", DEAD_AFTER, STUCK_AFTER);
+        let sender = Arc::new(Sender {
             store: store.clone(),
             writer: Arc::new(Mutex::new(writer)),
             mailer: Mailer::new(config)?,
@@ -88,9 +97,13 @@ impl Worker {
             destinations,
             retry_base: config.retry_base,
             max_attempts: config.max_attempts,
-        };
+            health: health.clone(),
+        });
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(sender.run(stopped));
+        // A panic ends the worker's task; supervision starts a new one.
+        let task = tokio::spawn(supervisor::keep_running(health, RESTART_BACKOFF_MAX, stopped.clone(), move || {
+            sender.clone().run(stopped.clone())
+        }));
         Ok(Worker { stop, task })
     }
 
@@ -112,25 +125,33 @@ struct Sender {
     destinations: Destinations,
     retry_base: Duration,
     max_attempts: u32,
+    health: Arc<Health>,
 }
 
 impl Sender {
-    async fn run(self, mut stopped: watch::Receiver<bool>) {
+    async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) -> anyhow::Result<()> {
         while !*stopped.borrow() {
+            self.health.started();
             let store = self.store.clone();
             let due = tokio::task::spawn_blocking(move || store.read(|c| outbox::due(c, Utc::now(), BATCH))).await;
+            let read_ok = matches!(due, Ok(Ok(_)));
             let rows = match due {
                 Ok(Ok(rows)) => rows,
                 Ok(Err(e)) => {
                     tracing::error!(error = %e, "reading the outbox failed");
+                    self.health.failed();
                     Vec::new()
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "reading the outbox panicked");
+                    self.health.failed();
                     Vec::new()
                 }
             };
             if rows.is_empty() {
+                if read_ok {
+                    self.health.succeeded();
+                }
                 tokio::select! {
                     () = tokio::time::sleep(POLL) => {}
                     _ = stopped.changed() => {}
@@ -138,7 +159,9 @@ impl Sender {
                 continue;
             }
             join_all(rows.into_iter().map(|row| self.attempt(row))).await;
+            self.health.succeeded();
         }
+        Ok(())
     }
 
     async fn attempt(&self, row: Pending) {

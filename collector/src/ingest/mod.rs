@@ -118,7 +118,7 @@ fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateT
         site_seq: site.seq,
         session_id: input.session_id,
         event_type: input.event_type,
-        page_url: input.page_url,
+        page_url: validate::stored_page_url(input.page_url, site.keep_utm),
         // The stored metadata shows the device the event was counted under.
         metadata: Some(input.metadata.stored(device)),
         device,

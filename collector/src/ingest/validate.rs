@@ -34,7 +34,8 @@ pub struct TrackInput {
     pub site_id: Uuid,
     pub session_id: String,
     pub event_type: EventType,
-    /// As sent: the stored event keeps the client's spelling.
+    /// As sent: the stored event keeps the client's spelling, without the
+    /// query string and fragment ([`stored_page_url`]).
     pub page_url: String,
     pub page_host: String,
     pub metadata: Metadata,
@@ -112,6 +113,27 @@ pub fn parse_batch(bytes: &[u8]) -> Result<Vec<Result<TrackInput, ApiError>>, Ap
         .into_iter()
         .map(|item| item.0.map_or_else(|| Err(not_an_object()), validate))
         .collect())
+}
+
+/// The page URL as it is stored: without its fragment and query string
+/// (where tokens, e-mail addresses and search terms travel), except, when the
+/// site keeps them, the query's `utm_*` parameters in their order.
+pub fn stored_page_url(mut url: String, keep_utm: bool) -> String {
+    // A fragment may hold a `?`: it goes first.
+    if let Some(hash) = url.find('#') {
+        url.truncate(hash);
+    }
+    let Some(question) = url.find('?') else { return url };
+    let kept: Vec<&str> = if keep_utm {
+        url[question + 1..].split('&').filter(|p| p.starts_with("utm_")).collect()
+    } else {
+        Vec::new()
+    };
+    if kept.is_empty() {
+        url.truncate(question);
+        return url;
+    }
+    format!("{}?{}", &url[..question], kept.join("&"))
 }
 
 fn not_an_object() -> ApiError {
@@ -594,6 +616,27 @@ mod tests {
 
     fn refusal(e: ApiError) -> (u16, String, &'static str, String) {
         (e.status.as_u16(), e.field.unwrap_or_default(), e.reason, e.message)
+    }
+
+    #[test]
+    fn stored_page_urls_lose_their_query_and_fragment_but_utm_when_kept() {
+        let cases = [
+            ("https://e.com/path?token=x&utm_source=y#frag", "https://e.com/path", "https://e.com/path?utm_source=y"),
+            ("https://e.com/path", "https://e.com/path", "https://e.com/path"),
+            ("https://e.com/p?", "https://e.com/p", "https://e.com/p"),
+            ("https://e.com?a=1", "https://e.com", "https://e.com"),
+            ("https://e.com/p#a?utm_source=frag", "https://e.com/p", "https://e.com/p"),
+            (
+                "https://e.com/p?utm_source=news&email=a%40b.c&utm_medium=mail&UTM_X=1&xutm_y=2#t",
+                "https://e.com/p",
+                "https://e.com/p?utm_source=news&utm_medium=mail",
+            ),
+            ("https://e.com/caf\u{e9}?q=1", "https://e.com/caf\u{e9}", "https://e.com/caf\u{e9}"),
+        ];
+        for (sent, without, with_utm) in cases {
+            assert_eq!(stored_page_url(sent.to_owned(), false), without, "{sent}");
+            assert_eq!(stored_page_url(sent.to_owned(), true), with_utm, "{sent} keeping utm");
+        }
     }
 
     #[test]

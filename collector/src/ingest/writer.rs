@@ -54,22 +54,38 @@ impl Ran {
     fn answer(self, commit: &Result<(), String>) {
         match self {
             Ran::Track(outcome, reply) => {
-                let _ = reply.send(settled(outcome.map_err(ApiError::from), commit));
+                let _ = reply.send(settled(outcome.map_err(write_error), commit));
             }
             Ran::Ingest(outcome, reply) => {
-                let _ = reply.send(settled(outcome.map_err(ApiError::from), commit));
+                let _ = reply.send(settled(outcome.map_err(write_error), commit));
             }
             Ran::Job(finish) => finish(commit.clone()),
         }
     }
 }
 
+/// What a client hears when its write was not stored for a reason of the
+/// store's own (a failed commit, a full disk): the detail is in the log,
+/// where the writer thread put it, never in the answer.
+const NOT_STORED: &str = "the write could not be stored, retry shortly";
+
 /// A job's answer once its group's commit is known: its own outcome if the
 /// commit succeeded.
 fn settled<T>(outcome: Result<T, ApiError>, commit: &Result<(), String>) -> Result<T, ApiError> {
     match commit {
         Ok(()) => outcome,
-        Err(e) => Err(ApiError::unavailable(format!("the write could not be committed: {e}"))),
+        Err(_) => Err(ApiError::unavailable(NOT_STORED)),
+    }
+}
+
+/// A job's own error as its answer: the store failing to write (disk full,
+/// I/O error) is a 503 like a failed commit; anything else answers as it says.
+fn write_error(e: analytics::Error) -> ApiError {
+    if e.is_storage_failure() {
+        tracing::error!(error = %e, "a write failed");
+        ApiError::unavailable(NOT_STORED)
+    } else {
+        ApiError::from(e)
     }
 }
 
@@ -190,7 +206,7 @@ impl WriterHandle {
     {
         self.request(|reply| {
             Work::Job(Box::new(move |group| {
-                let outcome = f(group).map_err(ApiError::from);
+                let outcome = f(group).map_err(write_error);
                 Box::new(move |commit: Result<(), String>| {
                     let _ = reply.send(settled(outcome, &commit));
                 })
@@ -206,7 +222,7 @@ impl WriterHandle {
             mpsc::error::TrySendError::Full(_) => ApiError::unavailable("the collector is overloaded, retry shortly"),
             mpsc::error::TrySendError::Closed(_) => ApiError::unavailable("the collector is shutting down"),
         })?;
-        reply_rx.await.unwrap_or_else(|_| Err(ApiError::unavailable("the write was not committed")))
+        reply_rx.await.unwrap_or_else(|_| Err(ApiError::unavailable(NOT_STORED)))
     }
 
     pub fn queue_depth(&self) -> usize {

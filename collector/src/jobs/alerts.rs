@@ -249,6 +249,7 @@ mod tests {
             timezone: chrono_tz::Tz::UTC,
             revenue_per_mille: None,
             wall: json!({}),
+            keep_utm: false,
             created_at: Utc::now(),
         }
     }

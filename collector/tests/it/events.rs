@@ -619,7 +619,7 @@ fn a_stored_event_is_the_tracked_event_plus_id_country_and_received_at() {
     assert_eq!(e["session_id"], "stored-session");
     assert_eq!(e["site_id"], site.as_str());
     assert_eq!(e["event_type"], "adblock_detected");
-    assert_eq!(e["page_url"], "https://news.example.com/article/42?utm=x#top", "page_url as sent");
+    assert_eq!(e["page_url"], "https://news.example.com/article/42", "page_url as sent, without its query string and fragment");
     let md = &e["metadata"];
     assert_eq!(md["blocker_type"], "network", "{e}");
     assert_eq!(md["variant"], "offer", "{e}");

@@ -68,6 +68,8 @@ pub struct TestApp {
     /// Keeps the temporary directory (database, log) alive as long as the app.
     _dir: tempfile::TempDir,
     args: Vec<String>,
+    /// Environment variables set for the server, after the default `RUST_LOG=info`.
+    env: Vec<(String, String)>,
     child: Option<Child>,
     log: PathBuf,
     client: Client,
@@ -87,23 +89,42 @@ impl TestApp {
 
     /// A collector with these extra `serve` flags.
     pub fn spawn_with(extra: &[&str]) -> TestApp {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let db = dir.path().join("postern.db");
-        let log = dir.path().join("server.log");
-        let client = Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
-        let mut app = TestApp {
-            base: String::new(),
-            db,
-            key: String::new(),
-            _dir: dir,
-            args: extra.iter().map(|s| s.to_string()).collect(),
-            child: None,
-            log,
-            client,
-        };
+        let mut app = TestApp::new(None, extra, &[]);
         app.key = app.admin(&["create-key", "--account", "acme"]);
         app.start();
         app
+    }
+
+    /// A collector with these extra `serve` flags and environment variables (`RUST_LOG=debug`).
+    pub fn spawn_with_env(extra: &[&str], env: &[(&str, &str)]) -> TestApp {
+        let mut app = TestApp::new(None, extra, env);
+        app.key = app.admin(&["create-key", "--account", "acme"]);
+        app.start();
+        app
+    }
+
+    /// A collector serving an existing database file, in which `key` is a key
+    /// with every scope; its log stays in a temporary directory of its own.
+    pub fn spawn_on(db: PathBuf, key: &str, extra: &[&str]) -> TestApp {
+        let mut app = TestApp::new(Some(db), extra, &[]);
+        app.key = key.to_owned();
+        app.start();
+        app
+    }
+
+    fn new(db: Option<PathBuf>, extra: &[&str], env: &[(&str, &str)]) -> TestApp {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestApp {
+            base: String::new(),
+            db: db.unwrap_or_else(|| dir.path().join("postern.db")),
+            key: String::new(),
+            log: dir.path().join("server.log"),
+            _dir: dir,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            child: None,
+            client: Client::builder().timeout(Duration::from_secs(30)).build().unwrap(),
+        }
     }
 
     /// Runs `postern admin …` on this app's database and returns its stdout, trimmed.
@@ -129,6 +150,7 @@ impl TestApp {
             .args(["--listen", "127.0.0.1:0"])
             .args(&self.args)
             .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::piped())
             .stderr(log)
             .spawn()
@@ -147,6 +169,11 @@ impl TestApp {
             Ok(url) => self.base = url,
             Err(_) => panic!("postern did not start; log:\n{}", self.logs()),
         }
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     pub fn logs(&self) -> String {
@@ -340,4 +367,21 @@ pub fn all_event_ids(app: &TestApp, site: &str) -> Vec<String> {
             return ids;
         }
     }
+}
+
+/// One value a query returns, read from the SQLite file with Python's sqlite3 module.
+#[track_caller]
+pub fn sql(db: &std::path::Path, query: &str) -> String {
+    let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); print(c.execute({query:?}).fetchone()[0])");
+    let out = Command::new("python3").args(["-c", &script]).arg(db).output().expect("python3");
+    assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+/// Runs statements in one transaction on the SQLite file with Python's sqlite3 module.
+#[track_caller]
+pub fn sql_exec(db: &std::path::Path, statements: &str) {
+    let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); c.executescript({statements:?}); c.commit()");
+    let out = Command::new("python3").args(["-c", &script]).arg(db).output().expect("python3");
+    assert!(out.status.success(), "{statements}: {}", String::from_utf8_lossy(&out.stderr));
 }
