@@ -20,7 +20,8 @@ const puppeteer = require('puppeteer-core');
 
 const FIREFOX = process.env.FIREFOX || '/usr/bin/firefox-esr';
 const UBLOCK = '/usr/share/mozilla/extensions/{ec8030f7-c20a-464f-9b0e-13a3a9e97384}/uBlock0@raymondhill.net';
-const HOSTS = ['publisher.test', 'collector.test'];
+// The collector's name is neutral, as the README advises (lists act on some).
+const HOSTS = ['publisher.test', 'postern.test'];
 
 // AddonManager scopes: profile 1, user 2, application 4, system 8.
 const SCOPES_WITHOUT_SYSTEM = 1 | 4;

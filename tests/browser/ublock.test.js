@@ -39,10 +39,10 @@ after(async () => {
   await postern?.stop();
 });
 
-/** A site of its own with its article page; the SDK comes from collector.test. */
+/** A site of its own with its article page; the SDK comes from postern.test. */
 async function newSite(name) {
   const siteId = await postern.createSite();
-  pages[`/${name}`] = h.articlePage(ff.named(postern.url, 'collector.test'), siteId, name);
+  pages[`/${name}`] = h.articlePage(ff.named(postern.url, 'postern.test'), siteId, name);
   return { siteId, url: `${publisher.origin}/${name}` };
 }
 
