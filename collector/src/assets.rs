@@ -1,6 +1,7 @@
-//! Files served from the binary itself (embedded by `build.rs`): the browser
-//! SDK under `/p/`, the bait script the SDK requests, and in demo mode the
-//! demo publisher site under `/demo/`.
+//! Files served from the binary itself (embedded by `build.rs` with their
+//! brotli and gzip forms, which `compression` chooses from): the browser SDK
+//! under `/p/`, the dashboard's CSS and JavaScript, and in demo mode the demo
+//! publisher site under `/demo/`; and the bait script the SDK requests.
 
 use std::sync::Once;
 
@@ -9,23 +10,18 @@ use warp::reply::Response;
 use warp::Reply;
 
 use crate::api::Query;
+use crate::compression::{Embedded, Form};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
 include!(concat!(env!("OUT_DIR"), "/assets.rs"));
 
-pub struct SdkFiles {
-    pub loader: &'static [u8],
-    pub glue_name: &'static str,
-    pub glue: &'static [u8],
-    pub wasm_name: &'static str,
-    pub wasm: &'static [u8],
-}
-
 /// The loader's URL never changes, so browsers re-check it every few minutes
-/// to pick up a new SDK; the files it names change name when they change.
+/// (a 304 when it has not changed) to pick up a new SDK; the files it names
+/// change name when they change.
 const LOADER_CACHE: &str = "public, max-age=300";
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+const LOADER: &str = "v1.js";
 const JS: &str = "text/javascript; charset=utf-8";
 /// The demo site's pages name the demo site's id in place of this.
 const SITE_ID_SLOT: &str = "{{POSTERN_SITE_ID}}";
@@ -55,29 +51,48 @@ pub async fn assets_get(path: warp::path::FullPath, q: Query, ctx: Ctx) -> Resul
 
 fn sdk_file(file: &str) -> Result<Response, ApiError> {
     static WARNED: Once = Once::new();
-    let Some(sdk) = SDK else {
+    if SDK.is_empty() {
         WARNED.call_once(|| tracing::warn!("the browser SDK is not in this binary: run scripts/build-sdk, then rebuild postern"));
         return Err(ApiError::not_built("this postern binary was built without the browser SDK; run scripts/build-sdk, then rebuild"));
-    };
-    let (body, mime, cache) = match file {
-        "v1.js" => (sdk.loader, JS, LOADER_CACHE),
-        f if f == sdk.glue_name => (sdk.glue, JS, IMMUTABLE),
-        f if f == sdk.wasm_name => (sdk.wasm, "application/wasm", IMMUTABLE),
-        _ => return Err(ApiError::not_found("file", "no SDK file with this name (the loader names the current ones)")),
-    };
-    Ok(file_reply(body, mime, cache))
+    }
+    let embedded = find(SDK, file).ok_or_else(|| ApiError::not_found("file", "no SDK file with this name (the loader names the current ones)"))?;
+    let cache = if file == LOADER { LOADER_CACHE } else { IMMUTABLE };
+    let mut res = embedded.reply(content_type(file), cache);
+    public(res.headers_mut());
+    Ok(res)
+}
+
+/// GET /dashboard/assets/:name: the dashboard's CSS and JavaScript.
+pub fn dashboard_file(name: &str) -> Result<Response, ApiError> {
+    let embedded = find(DASHBOARD, name).ok_or_else(|| ApiError::not_found("path", "there is no such file"))?;
+    // Short enough that an upgrade shows up soon, long enough to spare the rate limit.
+    let mut res = embedded.reply(content_type(name), "private, max-age=3600");
+    res.headers_mut().insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    Ok(res)
+}
+
+fn find(files: &'static [(&str, Embedded)], name: &str) -> Option<&'static Embedded> {
+    files.iter().find(|(n, _)| *n == name).map(|(_, e)| e)
+}
+
+fn content_type(file: &str) -> &'static str {
+    match file.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("css") => "text/css; charset=utf-8",
+        Some("js") => JS,
+        Some("svg") => "image/svg+xml",
+        Some("wasm") => "application/wasm",
+        _ => "application/octet-stream",
+    }
 }
 
 /// The SDK is loaded by pages of other origins (as a module and by
-/// `instantiateStreaming`, both CORS requests).
-fn file_reply(body: &'static [u8], mime: &'static str, cache: &'static str) -> Response {
-    let mut res = Response::new(body.into());
-    let h = res.headers_mut();
-    h.insert("content-type", HeaderValue::from_static(mime));
-    h.insert("cache-control", HeaderValue::from_static(cache));
+/// `instantiateStreaming`, both CORS requests), whose Resource Timing may
+/// report its sizes and times.
+fn public(h: &mut http::HeaderMap) {
     h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert("timing-allow-origin", HeaderValue::from_static("*"));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    res
 }
 
 /// The bait script: harmless JavaScript whose body carries the request's
@@ -88,6 +103,7 @@ pub(crate) fn bait(nonce: Option<&str>) -> Response {
     h.insert("content-type", HeaderValue::from_static(JS));
     h.insert("cache-control", HeaderValue::from_static("no-store"));
     h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert("timing-allow-origin", HeaderValue::from_static("*"));
     res
 }
 
@@ -102,21 +118,17 @@ fn redirect(to: &'static str) -> Response {
     res
 }
 
+/// The demo site's pages are templates (the demo site's id is filled in), so
+/// they are compressed as they are sent; its other files are embedded with
+/// their compressed forms.
 fn demo_file(file: &str, ctx: &Ctx) -> Result<Response, ApiError> {
-    let (_, body) = DEMO.iter().find(|(name, _)| *name == file).ok_or_else(|| ApiError::no_route("this path"))?;
-    let mime = match file.rsplit('.').next() {
-        Some("html") => "text/html; charset=utf-8",
-        Some("css") => "text/css; charset=utf-8",
-        Some("js") => JS,
-        Some("svg") => "image/svg+xml",
-        _ => "application/octet-stream",
-    };
-    let body: Vec<u8> = if mime.starts_with("text/html") {
-        let site = ctx.demo_site.get().map(|id| id.to_string()).unwrap_or_default();
-        String::from_utf8_lossy(body).replace(SITE_ID_SLOT, &site).into_bytes()
-    } else {
-        body.to_vec()
-    };
+    let embedded = find(DEMO, file).ok_or_else(|| ApiError::no_route("this path"))?;
+    let mime = content_type(file);
+    if !mime.starts_with("text/html") {
+        return Ok(embedded.reply(mime, "no-cache"));
+    }
+    let site = ctx.demo_site.get().map(|id| id.to_string()).unwrap_or_default();
+    let body = String::from_utf8_lossy(embedded.identity.bytes).replace(SITE_ID_SLOT, &site);
     let mut res = Response::new(body.into());
     let h = res.headers_mut();
     h.insert("content-type", HeaderValue::from_static(mime));

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use analytics::accounts::hash_secret;
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
-use tower_service::Service;
 use warp::filters::BoxedFilter;
 use warp::reply::Response;
 use warp::Reply;
@@ -123,8 +122,7 @@ where
                 if req.method() == Method::HEAD {
                     *req.method_mut() = Method::GET;
                 }
-                let mut svc = warp::service(routes);
-                let res = svc.call(req).await.unwrap_or_else(|never| match never {});
+                let res = crate::compression::serve(warp::service(routes), req).await;
                 (decision, res)
             }
         },

@@ -4,6 +4,7 @@ mod api;
 mod assets;
 mod auth;
 mod cli;
+mod compression;
 mod config;
 mod dashboard;
 mod demo;

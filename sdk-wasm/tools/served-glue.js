@@ -7,7 +7,10 @@
 // modules given as bytes or for the deprecated call forms (~0.2 KB gzip),
 // nor fallbacks for browsers older than the wasm features it needs.
 // scripts/build-sdk runs it before esbuild, which drops what became unused;
-// the npm package keeps wasm-bindgen's glue whole.
+// the npm package keeps wasm-bindgen's glue whole. wasm-bindgen's own flags do
+// not do it: `--omit-default-module-path` drops only the default wasm path
+// (replaced here anyway), and `--encode-into never` installs the encode-then-
+// copy fallback unconditionally while keeping the ASCII loop.
 'use strict';
 
 const fs = require('node:fs');

@@ -7,8 +7,12 @@
 // new names are `a`, `b`, … in import order. The exports (the API, the
 // closure shims `wasm_bindgen__convert__closures_____invoke__<hash>`, the
 // allocator) are only read by the glue as `wasm.<name>`: they become `A`,
-// `B`, … the same way. scripts/build-sdk runs it on the files the collector
-// serves; the npm package keeps wasm-bindgen's names.
+// `B`, … the same way. scripts/build-sdk runs it on the npm package's wasm
+// and glue, which the collector serves too (tools.test.js checks it).
+// binaryen's own `--minify-imports-and-exports-and-modules` does the wasm's
+// half (the glue would still need renaming from its mapping), but it keeps
+// the exports the glue never reads and names in another order: +84 B gzip,
+// +118 B brotli for the served wasm and glue.
 'use strict';
 
 const fs = require('node:fs');

@@ -1,12 +1,11 @@
-//! The page templates and static files, compiled into the binary so the
-//! dashboard needs no build step and no files next to the executable.
+//! The page templates, compiled into the binary so the dashboard needs no
+//! build step and no files next to the executable (its CSS and JavaScript
+//! are embedded by `build.rs` and served by `assets`).
 
 use std::sync::OnceLock;
 
-use http::{HeaderValue, StatusCode};
 use minijinja::{Environment, Value};
 use warp::reply::Response;
-use warp::Reply;
 
 use crate::error::ApiError;
 
@@ -28,14 +27,6 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("report_form.html", include_str!("templates/report_form.html")),
     ("reports.html", include_str!("templates/reports.html")),
     ("report.html", include_str!("templates/report.html")),
-];
-
-/// Static files: (name, content type, body).
-const ASSETS: &[(&str, &str, &str)] = &[
-    ("app.css", "text/css; charset=utf-8", include_str!("assets/app.css")),
-    ("app.js", "text/javascript; charset=utf-8", include_str!("assets/app.js")),
-    ("wall.js", "text/javascript; charset=utf-8", include_str!("assets/wall.js")),
-    ("wall-preview.js", "text/javascript; charset=utf-8", include_str!("assets/wall-preview.js")),
 ];
 
 fn env() -> &'static Environment<'static> {
@@ -61,17 +52,7 @@ pub fn render(name: &str, ctx: Value) -> Result<String, ApiError> {
 
 /// GET /dashboard/assets/:name
 pub fn asset(name: String) -> Result<Response, ApiError> {
-    let (_, content_type, body) = ASSETS
-        .iter()
-        .find(|(n, _, _)| *n == name)
-        .ok_or_else(|| ApiError::not_found("path", "there is no such file"))?;
-    let mut res = warp::reply::with_status(*body, StatusCode::OK).into_response();
-    let h = res.headers_mut();
-    h.insert("content-type", HeaderValue::from_static(content_type));
-    // Short enough that an upgrade shows up soon, long enough to spare the rate limit.
-    h.insert("cache-control", HeaderValue::from_static("private, max-age=3600"));
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    Ok(res)
+    crate::assets::dashboard_file(&name)
 }
 
 #[cfg(test)]

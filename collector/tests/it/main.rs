@@ -7,6 +7,7 @@ mod support;
 mod analytics;
 mod auth;
 mod cli;
+mod compression;
 mod counting;
 mod crash;
 mod dashboard;
