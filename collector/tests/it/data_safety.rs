@@ -440,6 +440,7 @@ fn settled_deliveries_go_after_ninety_days_and_pending_ones_and_report_runs_stay
     // No SMTP server: an e-mail's first attempt fails and waits a day for its retry.
     let mut app = TestApp::spawn_with(&[
         "--rate-limit-api", "0", "--delivery-retry-base-ms", "86400000", "--delivery-max-attempts", "2",
+        LOOPBACK_HOOKS[0], LOOPBACK_HOOKS[1],
     ]);
     let site = id(&app.create_site("outbox.example.com", "UTC"));
     let a = app.post(&format!("/v1/sites/{site}/integrations"), &json!({"kind": "webhook", "url": hook.url}));
