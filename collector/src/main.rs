@@ -50,7 +50,7 @@ fn main() -> std::process::ExitCode {
 /// glibc's malloc keeps what a burst freed: one arena per thread (up to eight
 /// per core), and a trim threshold that grows each time a large block is
 /// freed. Under ingestion load that held 3-6 MB more at the peak than two
-/// arenas and fixed 128 KiB thresholds (BENCHMARKS.md, session 5). Set before
+/// arenas and fixed 128 KiB thresholds (1a78d1a). Set before
 /// any thread starts.
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -64,8 +64,7 @@ fn tune_allocator() {
 
 /// One worker (the default on two CPUs) is a current-thread runtime: the main
 /// thread serves HTTP and runs the jobs. A multi-thread runtime with one
-/// worker served ~5 % fewer durable requests per second (BENCHMARKS.md,
-/// session 18).
+/// worker served ~5 % fewer durable requests per second (f0db65f).
 fn serve(args: &config::ServeArgs) -> anyhow::Result<()> {
     let config = config::Config::from_args(args)?;
     telemetry::log_client_addresses(config.log_client_ip);

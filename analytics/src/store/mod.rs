@@ -142,7 +142,7 @@ fn open_write_connection(path: &Path, durability: Durability) -> Result<Connecti
     // Keep more of the rollup and session B-trees in memory (negative = KiB).
     // 12 MB: 16 cost 5 MB more of the collector's RSS on a store of ten
     // million events, where it came within 2 MB of the 100 MB target, and
-    // saved no writer CPU there (BENCHMARKS.md, session 21).
+    // saved no writer CPU there (15412ae).
     conn.pragma_update(None, "cache_size", -12_000)?;
     // The writer runs about twenty statements per group: rusqlite's default
     // cache of 16 would evict and parse some of them again on every group.

@@ -24,7 +24,7 @@ use rusqlite::{Connection, OpenFlags};
 /// missing keys still searched at capacity. With 6 bits (6 % at capacity) the
 /// B-tree searches for the keys let through were 3.7 % of the writer's CPU;
 /// 8 bits took 1.3 % off its CPU per event for 3.5 MB more on a 10 M-event
-/// store (BENCHMARKS.md, session 24).
+/// store (dd62702).
 const BITS_PER_KEY: usize = 8;
 const HASHES: u64 = 4;
 /// Smallest capacity, in keys (a few hundred KiB).
@@ -37,7 +37,7 @@ const SCAN_CHUNK: usize = 50_000;
 /// keys through when built, 6 % at the end, under 3 % on average. With 6 bits
 /// a key, built for a quarter more and again at twice that, it let through
 /// 14 % on average, up to 29 %, each a B-tree search: the writer's CPU per
-/// event was 2.5 % higher on a growing store (BENCHMARKS.md, session 19).
+/// event was 2.5 % higher on a growing store (98d06da).
 fn build_for(keys: usize) -> usize {
     keys + keys / 2
 }

@@ -6,7 +6,7 @@
 //! commit.
 //! Kept in a table, each key cost three B-tree operations more (its insert,
 //! its read for the move and its delete) and the hot pages were about a
-//! quarter of a commit's (BENCHMARKS.md, session 14). Sixteen bytes a key.
+//! quarter of a commit's (8a4b1ce). Sixteen bytes a key.
 
 use super::tail::{slice_of, SLICES};
 
@@ -134,7 +134,7 @@ fn oldest_of(keys: &[(i64, i64)]) -> i64 {
 /// share their hash's top byte and the rest is uniform, so the search starts
 /// where `h` would be if they were evenly spread and gallops from there: a
 /// binary search from the middle took about ten dependent cache misses per
-/// lookup, a tenth of the writer's time (BENCHMARKS.md, session 14).
+/// lookup, a tenth of the writer's time (6476d32).
 fn first_at_or_after(keys: &[(i64, i64)], h: i64) -> usize {
     let n = keys.len();
     let guess = ((u128::from((h as u64) << 8) * n as u128) >> 64) as usize;

@@ -5,9 +5,9 @@
 //! a SipHash under the store's random key) for the index tables anyway: it
 //! computes it once per key, and every map of keys in its memory uses it as
 //! is instead of hashing the key's text again at each lookup (maps keyed by
-//! the text were about a sixth of the writer's samples: BENCHMARKS.md,
-//! session 13). The hash key is secret, so clients cannot choose ids that
-//! crowd a map; two keys that share a hash are still told apart by their text.
+//! the text were about a sixth of the writer's samples: 335a18f). The hash
+//! key is secret, so clients cannot choose ids that crowd a map; two keys
+//! that share a hash are still told apart by their text.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -150,7 +150,7 @@ impl<V> ByHash<V> {
 /// Keys in a list, found by their hashes. Appending writes at the list's
 /// end only, where an insert into a large hash map misses the cache twice
 /// (the tails' and recent sessions' maps were a tenth of the writer's
-/// samples, BENCHMARKS.md session 23); the lists stay short (one tail slice's
+/// samples, c042adc); the lists stay short (one tail slice's
 /// keys), and a search reads their hashes, 8 bytes a key.
 pub(super) struct KeyList<V> {
     hashes: Vec<i64>,
