@@ -21,8 +21,10 @@ pub struct Options {
     /// A variant forced for testing.
     pub variant: Option<String>,
     pub debug: bool,
+    /// The wall module for the npm package: a function that imports it
+    /// (bundled with the page); undefined for the collector's own file.
+    pub wall: JsValue,
 }
-
 
 fn string(o: &JsValue, key: &str) -> Option<String> {
     get(o, key).as_string()
@@ -39,6 +41,7 @@ impl Options {
             endpoint: string(o, "endpoint").filter(|s| !s.is_empty()),
             variant: string(o, "variant").filter(|s| !s.is_empty()),
             debug: get(o, "debug").as_bool().unwrap_or(false),
+            wall: Some(get(o, "wall")).filter(|w| w.is_function()).unwrap_or(JsValue::UNDEFINED),
         })
     }
 }
