@@ -1,9 +1,10 @@
 // Postern's wall: the markup, styles, texts and focus trap of the dialog a
 // blocked visitor sees, as a module of its own that only blocked visitors
-// (and `forceDisplay()`) download. What to show is decided by the SDK (the
-// wasm): which kind, which allow-listing steps, the site's texts and colours
-// (already checked to be `#rrggbb`), the subscribe link (already checked to
-// be a web link). This module renders it and hands every click back.
+// (and `forceDisplay()`) download. Whether and which wall to show is decided
+// by the SDK (the wasm): its kind, its variant, which allow-listing steps,
+// what each control does. This module draws it with the variant's and the
+// site's texts (what they leave out takes the defaults), link and colours,
+// and hands every click back.
 //
 // Safe under a strict CSP and Trusted Types: no markup is parsed (nodes are
 // built with createElement and textContent, so the site's texts stay text),
@@ -58,9 +59,19 @@ button,a{font:inherit;cursor:pointer;border-radius:8px;padding:10px 16px;margin:
 [hidden]{display:none!important}
 :focus-visible{outline:3px solid #f59e0b;outline-offset:2px}`;
 
+/** A string of the site's config, or '' for anything else. */
+const str = (v) => (typeof v == 'string' ? v : '');
+
+/** Only `#rrggbb`: anything else (a name, `url()`, an escape attempt) takes the default. */
+const hex = (v) => /^#[0-9a-f]{6}$/i.test(str(v));
+
+/** Only web links: a site's config must not be able to plant `javascript:`. */
+const webLink = (v) => /^(https?:\/\/|\/(?!\/))/.test(v);
+
 /**
  * Shows the wall. `o`: `{kind: 'hard'|'soft'|'banner', steps: 'extension'|'network'|'browser'|'unknown',
- * title?, body?, url?, link?, colors: {background?, text?, accent?}}`. `send` receives
+ * variant, wall}`: the chosen variant (`title`, `body`, `subscribe_url`, `subscribe_text`) and the
+ * site's `wall` (its `subscribe_url`, `subscribe_text` and `colors`) as the config has them. `send` receives
  * `{type: 'wall', a}` for each control used (`recheck`, `help`, `subscribe`, `dismiss`).
  * Returns the wall's handle: `note(name)`, `help()` (true when the steps were just
  * opened), `reveal()` (the dismiss button), `close()`.
@@ -69,6 +80,10 @@ export function show(o, send) {
   const doc = document;
   const html = doc.documentElement;
   const banner = o.kind == 'banner';
+  const variant = o.variant || {};
+  const site = o.wall || {};
+  const text = (k) => str(variant[k]) || str(site[k]);
+  const url = text('subscribe_url');
   const node = (parent, tag, attrs, text) => {
     const e = doc.createElement(tag);
     for (const k in attrs) e.setAttribute(k, attrs[k]);
@@ -88,22 +103,22 @@ export function show(o, send) {
     node(root, 'style', {}, CSS);
   }
   const overlay = node(root, 'div', { class: banner ? 'o b' : 'o' });
-  const colors = o.colors || {};
+  const colors = site.colors || {};
   for (const [k, v] of [['--b', colors.background], ['--t', colors.text], ['--a', colors.accent]]) {
-    if (v) overlay.style.setProperty(k, v);
+    if (hex(v)) overlay.style.setProperty(k, v);
   }
   const d = node(overlay, 'div', {
     class: 'd', role: 'dialog', 'aria-modal': String(!banner), 'aria-labelledby': 't', 'aria-describedby': 'm',
   });
-  node(d, 'h2', { id: 't' }, o.title || TITLE);
-  node(d, 'p', { id: 'm' }, o.body || BODY);
+  node(d, 'h2', { id: 't' }, str(variant.title) || TITLE);
+  node(d, 'p', { id: 'm' }, str(variant.body) || BODY);
   const steps = node(d, 'ol', { id: 'h', hidden: '' });
   for (const s of STEPS[o.steps] || STEPS.unknown) node(steps, 'li', {}, s);
   node(steps, 'li', {}, `Then click \u201c${ALLOWED}\u201d.`);
   const note = node(d, 'p', { id: 'n', role: 'status', 'aria-live': 'polite' });
   const recheck = node(d, 'button', { class: 'p', 'data-a': 'recheck' }, ALLOWED);
   const help = node(d, 'button', { 'data-a': 'help', 'aria-expanded': 'false', 'aria-controls': 'h' }, 'How do I allow this site?');
-  if (o.url) node(d, 'a', { 'data-a': 'subscribe', href: o.url }, o.link || SUBSCRIBE);
+  if (webLink(url)) node(d, 'a', { 'data-a': 'subscribe', href: url }, text('subscribe_text') || SUBSCRIBE);
   const dismiss = o.kind != 'hard' && node(d, 'button', { 'data-a': 'dismiss', hidden: '' }, 'Continue without allowing');
 
   root.addEventListener('click', (e) => {

@@ -40,7 +40,7 @@ use config::{Kind, Options, SiteConfig, Variant};
 use detect::{BlockerType, Verdict};
 use error::{Error, Result};
 use session::{Session, ADBLOCK, CONVERTED, DISMISSED, WALL};
-use wall::{Action, Texts, Wall};
+use wall::{Action, Wall};
 
 /// A free-list allocator that coalesces freed blocks: the SDK lives as long
 /// as the page and re-runs detection, so memory must be reused, and dlmalloc
@@ -495,18 +495,9 @@ impl Sdk {
             return;
         }
         let v = variant.as_ref();
-        let text = |k| v.and_then(|v| v.text(k));
         let name = v.map_or_else(|| String::from("control"), |v| v.name.clone());
-        let texts = Texts {
-            title: text("title"),
-            body: text("body"),
-            kind,
-            blocker,
-            subscribe_url: text("subscribe_url").or_else(|| cfg.text("subscribe_url")),
-            subscribe_text: text("subscribe_text").or_else(|| cfg.text("subscribe_text")),
-            colors: cfg.colors(),
-        };
-        let Some(wall) = Wall::show(module, &texts, self.listener()) else { return };
+        let texts = v.map_or(JsValue::UNDEFINED, |v| v.js.clone());
+        let Some(wall) = Wall::show(module, kind, blocker, &texts, &cfg.wall(), self.listener()) else { return };
         let number = self.walls.get() + 1;
         self.walls.set(number);
         let delay = cfg.dismiss_after();

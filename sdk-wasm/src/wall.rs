@@ -1,16 +1,16 @@
-//! The wall: what it shows is decided here (its kind, the allow-listing
-//! steps for the blocker, the site's texts, colours and link), and the wall
-//! module (`sdk-wasm/js/wall.js`, served as `/p/wall-<hash>.js`) draws it in
-//! a closed shadow root, traps focus and locks scrolling. The module holds
-//! the wall's markup, styles and texts, so only visitors who are shown a
-//! wall download them. It hands each control used back to the SDK's one
+//! The wall: whether and which one is decided here (its kind, the variant,
+//! the allow-listing steps for the blocker, what each control does), and
+//! the wall module (`sdk-wasm/js/wall.js`, served as `/p/wall-<hash>.js`)
+//! draws it in a closed shadow root with the variant's and the site's texts,
+//! link and colours, traps focus and locks scrolling. The module holds the
+//! wall's markup, styles and texts, so only visitors who are shown a wall
+//! download them. It hands each control used back to the SDK's one
 //! listener as `{type: "wall", a}`; dropping the `Wall` closes it.
 
 use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
 
-use alloc::string::String;
-use crate::config::{Colors, Kind};
+use crate::config::Kind;
 use crate::detect::BlockerType;
 use crate::js;
 
@@ -42,27 +42,10 @@ impl Action {
     }
 }
 
-/// What the site's config says about this wall; what it leaves out takes the module's defaults.
-pub struct Texts {
-    pub title: Option<String>,
-    pub body: Option<String>,
-    pub kind: Kind,
-    pub blocker: BlockerType,
-    /// The alternative link, if the site offers one, and its text.
-    pub subscribe_url: Option<String>,
-    pub subscribe_text: Option<String>,
-    pub colors: Colors,
-}
-
 /// The lines shown under the texts, by the names the module knows them by.
 pub const STILL_BLOCKED: &str = "blocked";
 pub const CANNOT_CHECK: &str = "failed";
 pub const CHECKING: &str = "checking";
-
-/// Only web links: a site's config must not be able to plant `javascript:`.
-fn safe_link(url: &str) -> bool {
-    url.starts_with("https://") || url.starts_with("http://") || (url.starts_with('/') && !url.starts_with("//"))
-}
 
 fn kind_name(kind: Kind) -> &'static str {
     match kind {
@@ -107,29 +90,16 @@ pub fn import(module: &JsValue) -> Promise {
 pub struct Wall(Handle);
 
 impl Wall {
-    /// Shows the wall; `listener` receives its controls' use. `None` when the module threw.
-    pub fn show(module: &JsValue, t: &Texts, listener: &Function) -> Option<Wall> {
+    /// Shows the wall of `kind` with the allow-listing steps for `blocker`,
+    /// the texts of the variant (`texts`, its JS object from the config) and
+    /// the site's (`site`: the config's `wall`, for the link and colours);
+    /// `listener` receives its controls' use. `None` when the module threw.
+    pub fn show(module: &JsValue, kind: Kind, blocker: BlockerType, texts: &JsValue, site: &JsValue, listener: &Function) -> Option<Wall> {
         let o = Object::new();
-        js::set_str(&o, "kind", kind_name(t.kind));
-        js::set_str(&o, "steps", t.blocker.as_str());
-        let set = |key, value: &Option<String>| {
-            if let Some(v) = value {
-                js::set_str(&o, key, v);
-            }
-        };
-        set("title", &t.title);
-        set("body", &t.body);
-        if let Some(url) = t.subscribe_url.as_deref().filter(|u| safe_link(u)) {
-            js::set_str(&o, "url", url);
-            set("link", &t.subscribe_text);
-        }
-        let colors = Object::new();
-        for (key, value) in [("background", &t.colors.background), ("text", &t.colors.text), ("accent", &t.colors.accent)] {
-            if let Some(v) = value {
-                js::set_str(&colors, key, v);
-            }
-        }
-        js::set(&o, "colors", &colors);
+        js::set_str(&o, "kind", kind_name(kind));
+        js::set_str(&o, "steps", blocker.as_str());
+        js::set(&o, "variant", texts);
+        js::set(&o, "wall", site);
         let module: &Module = module.unchecked_ref();
         module.show(&o, listener).ok().map(Wall)
     }
@@ -158,16 +128,6 @@ impl Drop for Wall {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_web_links_are_offered() {
-        for ok in ["https://example.com/plans", "http://example.com", "/subscribe?a=1&b=\"2\""] {
-            assert!(safe_link(ok), "{ok}");
-        }
-        for bad in ["javascript:alert(1)", "//evil.example", "data:text/html,x", "JAVASCRIPT:x", ""] {
-            assert!(!safe_link(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn actions_are_the_module_controls_names() {

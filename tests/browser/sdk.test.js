@@ -540,3 +540,14 @@ test("under Trusted Types (require-trusted-types-for 'script') the wall shows wi
   // The policy is in force: a markup sink throws on this page (and logs the violation).
   assert.equal(await page.evaluate(() => { try { document.createElement('div').innerHTML = '<b>x</b>'; return 'allowed'; } catch (e) { return e.name; } }), 'TypeError');
 });
+
+test('a subscribe link that is not a web link is left out', async (t) => {
+  for (const [name, url] of [['link-script', 'javascript:window.pwned=3'], ['link-protocol-relative', '//evil.example/plans']]) {
+    const site = await newSite(name, { ...wallDefaults, subscribe_url: url, variants: [{ name: 'control', weight: 1, title: 'T', body: 'B', subscribe_url: url }] });
+    const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+    await page.evaluate(() => window.Postern.check());
+    await h.waitForWall(page);
+    assert.equal(await h.inWall(page, function () { return this.querySelectorAll('a').length; }), 0, url);
+    page.assertClean();
+  }
+});
