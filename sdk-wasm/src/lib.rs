@@ -252,13 +252,13 @@ struct Sdk {
     forced_variant: Option<String>,
     session_key: String,
     session: Slot<Session>,
-    /// The config request, started only when a wall may show.
-    config_body: Body,
+    /// `GET /v1/sdk/sites/:id/config`, requested only when a wall may show.
+    config_url: String,
     config: Slot<Option<SiteConfig>>,
     /// The wall module: its file name beside the glue's, or (npm) a function that imports it.
     wall_module: JsValue,
-    /// The wall module's import, started with the config request.
-    wall_import: Slot<Option<Promise>>,
+    /// What a wall needs, `[config JSON or null, wall module or null]`, once asked for.
+    wall_needs: Slot<Option<Promise>>,
     /// The collector answered an event (so it is reachable).
     reachable: Cell<bool>,
     last_blocker: Cell<Option<BlockerType>>,
@@ -280,7 +280,7 @@ impl Sdk {
         let mut config_url = String::from("/v1/sdk/sites/");
         config_url.push_str(&opts.site_id);
         config_url.push_str("/config");
-        let config_body = Body::new(transport::join(&endpoint, &config_url));
+        let config_url = transport::join(&endpoint, &config_url);
         let wall_module = if opts.wall.is_undefined() { JsValue::from_str(wall::MODULE) } else { opts.wall };
 
         let sdk = Rc::new(Sdk {
@@ -290,10 +290,10 @@ impl Sdk {
             forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
             session: Slot::new(session),
-            config_body,
+            config_url,
             config: Slot::new(None),
             wall_module,
-            wall_import: Slot::new(None),
+            wall_needs: Slot::new(None),
             reachable: Cell::new(false),
             last_blocker: Cell::new(None),
             shown: Slot::new(None),
@@ -346,34 +346,20 @@ impl Sdk {
         self.spawn(Task::Send(body));
     }
 
-    async fn ensure_config(&self) {
-        if self.config.borrow().is_some() {
-            return;
-        }
-        let v = self.config_body.read().await;
-        if v.is_object() && self.config.borrow().is_none() {
-            *self.config.borrow_mut() = Some(SiteConfig(v));
-        }
-    }
-
     /// Starts loading what a wall needs (its module, the site's config), on
     /// the first sign of a blocker: a visitor without one downloads neither.
-    fn prefetch(&self) {
-        drop(self.config_body.start());
-        self.wall_import.borrow_mut().get_or_insert_with(|| wall::import(&self.wall_module));
-    }
-
-    /// The wall module, once loaded; `None` when it could not be.
-    async fn wall_module(&self) -> Option<JsValue> {
-        self.prefetch();
-        let import = self.wall_import.borrow().clone()?;
-        task::settle(import).await.ok()
+    fn prefetch(&self) -> Promise {
+        self.wall_needs.borrow_mut().get_or_insert_with(|| wall::needs(&self.config_url, &self.wall_module)).clone()
     }
 
     async fn show_when_loaded(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
-        self.prefetch();
-        self.ensure_config().await;
-        if let Some(module) = self.wall_module().await {
+        let Ok(needs) = task::settle(self.prefetch()).await else { return };
+        let config = js::at(&needs, 0);
+        if config.is_object() && self.config.borrow().is_none() {
+            *self.config.borrow_mut() = Some(SiteConfig(config));
+        }
+        let module = js::at(&needs, 1);
+        if module.is_object() {
             self.show_wall(&module, blocker, forced);
         }
     }
@@ -383,7 +369,7 @@ impl Sdk {
         let request = transport::start_probe(&self.endpoint);
         let element = dom::probe_element().await;
         if element == detect::ElementProbe::Hidden {
-            self.prefetch();
+            drop(self.prefetch());
         }
         let request = transport::finish_probe(request, self.reachable.get()).await;
         detect::decide(element, request, dom::is_brave())
@@ -543,31 +529,6 @@ impl Sdk {
                 self.emit("conversion_subscribe", m);
             }
         }
-    }
-}
-
-/// A GET to the collector whose JSON is read once, however many wait for it.
-struct Body {
-    url: String,
-    request: Slot<Option<Promise>>,
-    body: Slot<Option<Promise>>,
-}
-
-impl Body {
-    fn new(url: String) -> Body {
-        Body { url, request: Slot::new(None), body: Slot::new(None) }
-    }
-
-    fn start(&self) -> Promise {
-        self.request.borrow_mut().get_or_insert_with(|| transport::get(&self.url)).clone()
-    }
-
-    /// The JSON of a 2xx answer, else null.
-    async fn read(&self) -> JsValue {
-        let response = transport::response(self.start()).await;
-        // Whoever gets here first reads the body; the others wait for that read.
-        let body = self.body.borrow_mut().get_or_insert_with(|| transport::json_of(response)).clone();
-        task::settle(body).await.unwrap_or(JsValue::NULL)
     }
 }
 

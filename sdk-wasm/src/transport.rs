@@ -157,17 +157,6 @@ pub fn flush_on_exit(endpoint: &str) {
     });
 }
 
-/// Starts a GET to the collector; see `response`.
-pub fn get(url: &str) -> Promise {
-    fetch(url, &request(None)).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
-}
-
-/// The JSON body of a 2xx answer, or null.
-pub fn json_of(response: Option<Response>) -> Promise {
-    let r = response.filter(|r| (200..300).contains(&r.status()));
-    r.map_or_else(|| Promise::resolve(&JsValue::NULL), |r| js::dom(&r).json())
-}
-
 /// The bait request in flight, with its nonce.
 pub struct Probe {
     response: Promise,

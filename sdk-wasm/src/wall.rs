@@ -57,12 +57,19 @@ fn kind_name(kind: Kind) -> &'static str {
 
 // The collector serves the module beside the glue (`/p/`), whatever
 // `endpoint` the page gave (the wall editor's preview gives a sandbox path).
-#[wasm_bindgen(inline_js = "export function importWall(m) { return typeof m == 'function' ? m() : import(/* webpackIgnore: true */ /* @vite-ignore */ new URL(m, import.meta.url).href); }")]
+// Neither part rejects: a wall that cannot load is no wall, and a prefetch
+// nobody waits for must not log an unhandled rejection.
+#[wasm_bindgen(inline_js = "export function wallNeeds(config, m) {
+  return Promise.all([
+    fetch(config, { credentials: 'omit' }).then((r) => (r.ok ? r.json() : null)).catch(() => null),
+    (typeof m == 'function' ? m() : import(/* webpackIgnore: true */ /* @vite-ignore */ new URL(m, import.meta.url).href)).catch(() => null),
+  ]);
+}")]
 extern "C" {
-    /// The wall module: `m` is its file name beside the glue, or (the npm
-    /// package) a function that imports it.
-    #[wasm_bindgen(js_name = importWall)]
-    fn import_wall(m: &JsValue) -> Promise;
+    /// `[the site config's JSON or null, the wall module or null]`: `m` is the
+    /// module's file name beside the glue, or (the npm package) a function that imports it.
+    #[wasm_bindgen(js_name = wallNeeds)]
+    fn wall_needs(config_url: &str, m: &JsValue) -> Promise;
 
     /// The wall module's namespace.
     pub type Module;
@@ -81,9 +88,9 @@ extern "C" {
     fn close(this: &Handle);
 }
 
-/// Starts loading the wall module; a failed load (a blocker may block it too) rejects.
-pub fn import(module: &JsValue) -> Promise {
-    import_wall(module)
+/// Starts loading what a wall needs: the site's config and the wall module.
+pub fn needs(config_url: &str, module: &JsValue) -> Promise {
+    wall_needs(config_url, module)
 }
 
 /// A wall on screen. Dropping it removes it and gives the page back its scrolling.
