@@ -10,7 +10,8 @@
 //    the "https" lines give plain http the https Accept-Encoding, as a visitor
 //    of a collector behind https sends it.
 //  - The embedded files' sizes: raw, gzip -9 and brotli 11 (what the binary
-//    holds), for reference.
+//    holds), for reference; every visitor's files apart from the wall module,
+//    which only visitors shown a wall download (the wire lines count it then).
 //  - In headless Chromium (CDP) with the CPU throttled 4x: the main-thread
 //    time (CDP `TaskDuration`) and the delay of the `load` event the SDK adds
 //    to the same page without it, and the time from `Postern.init()` to the
@@ -36,6 +37,8 @@ function sizes() {
   const dist = path.join(h.ROOT, 'sdk-wasm/dist');
   const files = fs.readdirSync(dist).sort((a, b) => (a === 'v1.js' ? -1 : b === 'v1.js' ? 1 : a.localeCompare(b)));
   const total = { raw: 0, gzip: 0, br: 0 };
+  // The wall module is downloaded only by visitors who are shown a wall.
+  const common = { raw: 0, gzip: 0, br: 0 };
   for (const f of files) {
     const b = fs.readFileSync(path.join(dist, f));
     const s = {
@@ -43,9 +46,13 @@ function sizes() {
       gzip: zlib.gzipSync(b, { level: 9 }).length,
       br: zlib.brotliCompressSync(b, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 11 } }).length,
     };
-    for (const k of Object.keys(total)) total[k] += s[k];
+    for (const k of Object.keys(total)) {
+      total[k] += s[k];
+      if (!f.startsWith('wall-')) common[k] += s[k];
+    }
     console.log(`sdk file ${f.padEnd(28)} raw=${s.raw} gzip=${s.gzip} br=${s.br}`);
   }
+  console.log(`sdk file every visitor's (no wall) raw=${common.raw} gzip=${common.gzip} br=${common.br}`);
   console.log(`sdk file total ${String(files.length).padEnd(22)} raw=${total.raw} gzip=${total.gzip} br=${total.br}`);
 }
 

@@ -2,7 +2,8 @@
 //! brotli (quality 11) and gzip (level 9) forms made here, once, and the
 //! strong ETag of every form:
 //! - the browser SDK built by `scripts/build-sdk` into `sdk-wasm/dist/`: every
-//!   file there (the loader `v1.js` and the content-hashed modules it loads);
+//!   file there (the loader `v1.js`, the content-hashed glue and wasm it loads,
+//!   and the wall module the wasm loads only to show a wall);
 //!   when it has not been built, the binary still builds and `/p/` says how to
 //!   build it;
 //! - the demo publisher site `www-demo/` (its pages are templates filled in

@@ -3,6 +3,8 @@
 //   init({ siteId: 'SITE-UUID', endpoint: 'https://collector.example.com' });
 // The wasm file is fetched next to this module (import.meta.url) unless
 // init is given { wasmUrl }. Calls made before it has loaded wait for it.
+// The wall (wall.js) is imported only when a wall is to be shown, so
+// bundlers put it in a chunk of its own that visitors without a blocker never load.
 import load, * as sdk from './postern_sdk.js';
 
 let ready;
@@ -24,7 +26,7 @@ function call(name) {
 export function init(options) {
   const { wasmUrl, ...rest } = options || {};
   return start(wasmUrl).then(function () {
-    return sdk.init(rest);
+    return sdk.init({ ...rest, wall: () => import('./wall.js') });
   });
 }
 

@@ -19,32 +19,37 @@
     };
   });
   w.Postern = api;
-  import(base + '/p/@GLUE@').then(function (m) {
-    return m.default({ module_or_path: base + '/p/@WASM@' }).then(function () {
+  // The SDK is fetched once the page has loaded: it never competes with the
+  // page's own resources nor delays its load event.
+  function load() {
+    import(base + '/p/@GLUE@').then(function (m) {
+      return m.default({ module_or_path: base + '/p/@WASM@' }).then(function () {
+        names.forEach(function (n) {
+          // The SDK must never break the host page: its errors are logged, not thrown.
+          api[n] = function (o) {
+            try {
+              return n == 'init' ? m.init(Object.assign({ endpoint: base }, o)) : m[n]();
+            } catch (e) {
+              console.warn(e);
+            }
+          };
+        });
+        api.loaded = 1;
+        queue.forEach(function (c) { c[2](api[c[0]].apply(0, c[1])); });
+      });
+    }).catch(function (e) {
+      // Not loaded (a blocker may block the SDK itself): answer as an undecided
+      // check, which never shows a wall, rather than leave callers waiting.
+      console.warn('Postern: the SDK could not load', e);
       names.forEach(function (n) {
-        // The SDK must never break the host page: its errors are logged, not thrown.
-        api[n] = function (o) {
-          try {
-            return n == 'init' ? m.init(Object.assign({ endpoint: base }, o)) : m[n]();
-          } catch (e) {
-            console.warn(e);
-          }
+        api[n] = function () {
+          return Promise.resolve(n == 'check' ? { blocked: false, blockerType: 'unknown' } : undefined);
         };
       });
-      api.loaded = 1;
-      queue.forEach(function (c) { c[2](api[c[0]].apply(0, c[1])); });
+      queue.forEach(function (c) { c[2](api[c[0]]()); });
     });
-  }).catch(function (e) {
-    // Not loaded (a blocker may block the SDK itself): answer as an undecided
-    // check, which never shows a wall, rather than leave callers waiting.
-    console.warn('Postern: the SDK could not load', e);
-    names.forEach(function (n) {
-      api[n] = function () {
-        return Promise.resolve(n == 'check' ? { blocked: false, blockerType: 'unknown' } : undefined);
-      };
-    });
-    queue.forEach(function (c) { c[2](api[c[0]]()); });
-  });
+  }
+  if (document.readyState == 'complete') load(); else w.addEventListener('load', load);
   var site = me.getAttribute('data-site-id');
   if (site) api.init({ siteId: site });
 })(window);

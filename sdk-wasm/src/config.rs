@@ -21,8 +21,10 @@ pub struct Options {
     /// A variant forced for testing.
     pub variant: Option<String>,
     pub debug: bool,
+    /// The wall module for the npm package: a function that imports it
+    /// (bundled with the page); undefined for the collector's own file.
+    pub wall: JsValue,
 }
-
 
 fn string(o: &JsValue, key: &str) -> Option<String> {
     get(o, key).as_string()
@@ -39,6 +41,7 @@ impl Options {
             endpoint: string(o, "endpoint").filter(|s| !s.is_empty()),
             variant: string(o, "variant").filter(|s| !s.is_empty()),
             debug: get(o, "debug").as_bool().unwrap_or(false),
+            wall: Some(get(o, "wall")).filter(|w| w.is_function()).unwrap_or(JsValue::UNDEFINED),
         })
     }
 }
@@ -65,19 +68,6 @@ impl Kind {
     }
 }
 
-/// The wall's colours (`wall.colors`), each `#rrggbb` or absent: anything
-/// else would be pasted into CSS, so it falls back to the default.
-#[derive(Debug, Clone, Default)]
-pub struct Colors {
-    pub background: Option<String>,
-    pub text: Option<String>,
-    pub accent: Option<String>,
-}
-
-pub fn is_hex_color(c: &str) -> bool {
-    c.len() == 7 && c.starts_with("#") && c.bytes().skip(1).all(|b| b.is_ascii_hexdigit())
-}
-
 /// The config endpoint's answer, kept as the JS object it arrives as: each
 /// field is read when the wall needs it, and what is missing or mistyped
 /// takes its default. Building Rust structs from it (and dropping them) cost
@@ -91,10 +81,6 @@ pub struct Variant {
 }
 
 impl Variant {
-    pub fn text(&self, key: &str) -> Option<String> {
-        string(&self.js, key)
-    }
-
     /// A per-variant kind overrides the site's.
     pub fn kind(&self) -> Option<Kind> {
         string(&self.js, "kind").and_then(|k| Kind::parse(&k))
@@ -106,7 +92,8 @@ impl SiteConfig {
         get(&self.0, "active").as_bool().unwrap_or(true)
     }
 
-    fn wall(&self) -> JsValue {
+    /// `wall`: the wall module reads its site-wide texts and colours.
+    pub fn wall(&self) -> JsValue {
         get(&self.0, "wall")
     }
 
@@ -117,17 +104,6 @@ impl SiteConfig {
     /// Seconds before a soft wall may be dismissed.
     pub fn dismiss_after(&self) -> u32 {
         get(&self.wall(), "dismiss_after_seconds").as_f64().filter(|s| *s >= 0.0).map_or(DEFAULT_DISMISS_AFTER, |s| s as u32)
-    }
-
-    /// The site-wide alternative link (`subscribe_url`, `subscribe_text`).
-    pub fn text(&self, key: &str) -> Option<String> {
-        string(&self.wall(), key)
-    }
-
-    pub fn colors(&self) -> Colors {
-        let c = get(&self.wall(), "colors");
-        let color = |k| string(&c, k).filter(|s| is_hex_color(s));
-        Colors { background: color("background"), text: color("text"), accent: color("accent") }
     }
 
     /// Path prefixes where no wall is shown (detection and events still run).
@@ -228,14 +204,6 @@ mod tests {
         assert!(excluded("/subscribe", "/subscribe/plans"));
         assert!(!excluded("/subscribe", "/article/1"));
         assert!(!excluded("", "/article/1"), "an empty prefix excludes nothing");
-    }
-
-    #[test]
-    fn only_hex_colours_are_taken() {
-        assert!(is_hex_color("#0b57D0"));
-        for bad in ["red", "#fff", "#12345g", "#1234567", "#123456;}", "", "0b57d0#"] {
-            assert!(!is_hex_color(bad), "{bad}");
-        }
     }
 
     #[test]

@@ -129,10 +129,6 @@ pub fn listen(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
     js::dom(target).add_event_listener(kind, f, capture);
 }
 
-pub fn unlisten(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
-    js::dom(target).remove_event_listener(kind, f, capture);
-}
-
 /// What a `wait` waits for.
 enum Until {
     Ms(u32),

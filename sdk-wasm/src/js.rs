@@ -12,7 +12,7 @@ use alloc::string::String;
 use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{Element, HtmlElement, ShadowRoot};
+use web_sys::HtmlElement;
 
 #[wasm_bindgen]
 extern "C" {
@@ -69,29 +69,19 @@ pub fn set_str(o: &JsValue, key: &str, value: &str) {
 #[wasm_bindgen]
 extern "C" {
     /// Any browser object, for the calls below: the DOM methods the SDK
-    /// calls with its own constant arguments (tag names, selectors,
-    /// attribute names, listeners), which cannot throw with them. web-sys
+    /// calls with its own constant arguments (tag names, attribute names,
+    /// listeners), which cannot throw with them. web-sys
     /// declares each with `catch`: an exception check after every call and
     /// a wrapper around every import.
     pub type Dom;
     #[wasm_bindgen(method, js_name = addEventListener)]
     pub fn add_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
-    #[wasm_bindgen(method, js_name = removeEventListener)]
-    pub fn remove_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
     #[wasm_bindgen(method, js_name = appendChild)]
     pub fn append_child(this: &Dom, child: &JsValue);
-    #[wasm_bindgen(method, js_name = attachShadow)]
-    pub fn attach_shadow(this: &Dom, init: &JsValue) -> ShadowRoot;
     #[wasm_bindgen(method, js_name = createElement)]
     pub fn create_element(this: &Dom, tag: &str) -> HtmlElement;
     #[wasm_bindgen(method, js_name = setAttribute)]
     pub fn set_attribute(this: &Dom, name: &str, value: &str);
-    #[wasm_bindgen(method)]
-    pub fn focus(this: &Dom);
-    #[wasm_bindgen(method, js_name = querySelector)]
-    pub fn query_selector(this: &Dom, selector: &str) -> Option<Element>;
-    #[wasm_bindgen(method, js_name = querySelectorAll)]
-    pub fn query_selector_all(this: &Dom, selector: &str) -> JsValue;
     #[wasm_bindgen(method, js_name = getComputedStyle)]
     pub fn get_computed_style(this: &Dom, element: &JsValue) -> JsValue;
     #[wasm_bindgen(method, js_name = setTimeout)]
@@ -104,8 +94,6 @@ extern "C" {
     pub fn call2(this: &Dom, context: &JsValue, a: &JsValue, b: &JsValue);
     #[wasm_bindgen(method, js_name = sendBeacon)]
     pub fn send_beacon(this: &Dom, url: &str, body: &str) -> bool;
-    #[wasm_bindgen(method)]
-    pub fn json(this: &Dom) -> Promise;
     #[wasm_bindgen(method)]
     pub fn text(this: &Dom) -> Promise;
     /// Of an object the SDK built from strings and booleans: always a string.

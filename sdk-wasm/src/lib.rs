@@ -34,14 +34,13 @@ use core::cell::{Cell, Ref, RefCell, RefMut};
 
 use js_sys::{Function, Object, Promise};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use web_sys::{Event, KeyboardEvent};
+use web_sys::Event;
 
 use config::{Kind, Options, SiteConfig, Variant};
 use detect::{BlockerType, Verdict};
 use error::{Error, Result};
 use session::{Session, ADBLOCK, CONVERTED, DISMISSED, WALL};
-use wall::{Action, Texts, Wall};
+use wall::{Action, Wall};
 
 /// A free-list allocator that coalesces freed blocks: the SDK lives as long
 /// as the page and re-runs detection, so memory must be reused, and dlmalloc
@@ -149,9 +148,12 @@ pub fn get_session_id() -> JsValue {
 }
 
 /// Shows the wall whatever the detection says; its events carry `debug: true`.
+/// Resolves once the wall is up (its module and the site's config are
+/// loaded first) or could not be shown.
 #[wasm_bindgen(js_name = forceDisplay)]
-pub fn force_display() {
-    or_throw(sdk()).spawn(Task::Force);
+pub fn force_display() -> Promise {
+    let s = or_throw(sdk());
+    task::spawn_promise(run(s, Task::Force))
 }
 
 #[wasm_bindgen]
@@ -169,6 +171,8 @@ enum Task {
     Recheck,
     /// `forceDisplay()`.
     Force,
+    /// A blocker was found: the wall, once its module and the config are here.
+    Show(BlockerType),
     /// Shows the dismiss control of the wall with this number after its delay.
     Reveal(u32, u32),
     /// One event body to the collector.
@@ -193,38 +197,36 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
             s.act(v, true);
         }
         Task::Force => {
-            s.ensure_config().await;
-            s.show_wall(s.last_blocker.get().unwrap_or(BlockerType::Unknown), true);
+            let blocker = s.last_blocker.get().unwrap_or(BlockerType::Unknown);
+            s.show_when_loaded(blocker, true).await;
         }
+        Task::Show(blocker) => s.show_when_loaded(blocker, false).await,
         Task::Reveal(number, ms) => {
             dom::sleep(ms).await;
             if let Some(w) = s.shown.borrow().as_ref().filter(|w| w.number == number) {
                 w.wall.reveal_dismiss();
             }
         }
-        Task::Send(body) => transport::send(&s.endpoint, body).await,
+        Task::Send(body) => {
+            if transport::send(&s.endpoint, body).await {
+                s.reachable.set(true);
+            }
+        }
     }
     JsValue::UNDEFINED
 }
 
 /// Every DOM event the SDK listens to (through `task::listener`): the page's
-/// `pagehide` and `visibilitychange`, the wall's clicks and keys.
+/// `pagehide` and `visibilitychange`, and the wall's controls (`{type: "wall", a}`).
 fn on_event(e: Event) {
     let Ok(s) = sdk() else { return };
     match js::prop_str(&e, "type").as_str() {
         "pagehide" => transport::flush_on_exit(&s.endpoint),
         // A tab that comes back may have had its blocker turned off meanwhile.
         "visibilitychange" if dom::document_visible() => drop(s.check()),
-        "click" => {
-            if let Some(a) = wall::clicked(&e) {
+        "wall" => {
+            if let Some(a) = Action::parse(&js::prop_str(&e, "a")) {
                 s.on_action(a);
-            }
-        }
-        "keydown" => {
-            let k: KeyboardEvent = e.unchecked_into();
-            let dismiss = s.shown.borrow().as_ref().is_some_and(|w| w.wall.on_key(&k));
-            if dismiss {
-                s.on_action(Action::Dismiss);
             }
         }
         _ => {}
@@ -250,10 +252,14 @@ struct Sdk {
     forced_variant: Option<String>,
     session_key: String,
     session: Slot<Session>,
-    /// The config request, started at `init`.
-    config_body: Body,
+    /// `GET /v1/sdk/sites/:id/config`, requested only when a wall may show.
+    config_url: String,
     config: Slot<Option<SiteConfig>>,
-    /// The collector answered the config request (so it is reachable).
+    /// The wall module: its file name beside the glue's, or (npm) a function that imports it.
+    wall_module: JsValue,
+    /// What a wall needs, `[config JSON or null, wall module or null]`, once asked for.
+    wall_needs: Slot<Option<Promise>>,
+    /// The collector answered an event (so it is reachable).
     reachable: Cell<bool>,
     last_blocker: Cell<Option<BlockerType>>,
     shown: Slot<Option<Shown>>,
@@ -274,8 +280,8 @@ impl Sdk {
         let mut config_url = String::from("/v1/sdk/sites/");
         config_url.push_str(&opts.site_id);
         config_url.push_str("/config");
-        let config_body = Body::new(transport::join(&endpoint, &config_url));
-        drop(config_body.start());
+        let config_url = transport::join(&endpoint, &config_url);
+        let wall_module = if opts.wall.is_undefined() { JsValue::from_str(wall::MODULE) } else { opts.wall };
 
         let sdk = Rc::new(Sdk {
             site_id: opts.site_id,
@@ -284,8 +290,10 @@ impl Sdk {
             forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
             session: Slot::new(session),
-            config_body,
+            config_url,
             config: Slot::new(None),
+            wall_module,
+            wall_needs: Slot::new(None),
             reachable: Cell::new(false),
             last_blocker: Cell::new(None),
             shown: Slot::new(None),
@@ -338,22 +346,31 @@ impl Sdk {
         self.spawn(Task::Send(body));
     }
 
-    async fn ensure_config(&self) {
-        if self.config.borrow().is_some() {
-            return;
+    /// Starts loading what a wall needs (its module, the site's config), on
+    /// the first sign of a blocker: a visitor without one downloads neither.
+    fn prefetch(&self) -> Promise {
+        self.wall_needs.borrow_mut().get_or_insert_with(|| wall::needs(&self.config_url, &self.wall_module)).clone()
+    }
+
+    async fn show_when_loaded(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
+        let Ok(needs) = task::settle(self.prefetch()).await else { return };
+        let config = js::at(&needs, 0);
+        if config.is_object() && self.config.borrow().is_none() {
+            *self.config.borrow_mut() = Some(SiteConfig(config));
         }
-        let v = self.config_body.read().await;
-        if v.is_object() && self.config.borrow().is_none() {
-            self.reachable.set(true);
-            *self.config.borrow_mut() = Some(SiteConfig(v));
+        let module = js::at(&needs, 1);
+        if module.is_object() {
+            self.show_wall(&module, blocker, forced);
         }
     }
 
     /// Both probes at once: the bait request runs while the element is watched.
     async fn detect(&self) -> Verdict {
-        self.ensure_config().await;
         let request = transport::start_probe(&self.endpoint);
         let element = dom::probe_element().await;
+        if element == detect::ElementProbe::Hidden {
+            drop(self.prefetch());
+        }
         let request = transport::finish_probe(request, self.reachable.get()).await;
         detect::decide(element, request, dom::is_brave())
     }
@@ -385,7 +402,7 @@ impl Sdk {
                     self.emit("verification_failed", self.wall_meta(variant.as_deref(), Some(t)));
                     self.note(wall::STILL_BLOCKED);
                 } else {
-                    self.show_wall(t, false);
+                    self.spawn(Task::Show(t));
                 }
             }
             Verdict::Clean => {
@@ -443,7 +460,7 @@ impl Sdk {
         (i < variants.len()).then(|| variants.swap_remove(i))
     }
 
-    fn show_wall(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
+    fn show_wall(self: &Rc<Self>, module: &JsValue, blocker: BlockerType, forced: bool) {
         if self.shown.borrow().is_some() {
             return;
         }
@@ -464,18 +481,9 @@ impl Sdk {
             return;
         }
         let v = variant.as_ref();
-        let text = |k| v.and_then(|v| v.text(k));
         let name = v.map_or_else(|| String::from("control"), |v| v.name.clone());
-        let texts = Texts {
-            title: text("title"),
-            body: text("body"),
-            kind,
-            blocker,
-            subscribe_url: text("subscribe_url").or_else(|| cfg.text("subscribe_url")),
-            subscribe_text: text("subscribe_text").or_else(|| cfg.text("subscribe_text")),
-            colors: cfg.colors(),
-        };
-        let Ok(wall) = Wall::show(&texts, self.listener()) else { return };
+        let texts = v.map_or(JsValue::UNDEFINED, |v| v.js.clone());
+        let Some(wall) = Wall::show(module, kind, blocker, &texts, &cfg.wall(), self.listener()) else { return };
         let number = self.walls.get() + 1;
         self.walls.set(number);
         let delay = cfg.dismiss_after();
@@ -521,31 +529,6 @@ impl Sdk {
                 self.emit("conversion_subscribe", m);
             }
         }
-    }
-}
-
-/// A GET to the collector whose JSON is read once, however many wait for it.
-struct Body {
-    url: String,
-    request: Slot<Option<Promise>>,
-    body: Slot<Option<Promise>>,
-}
-
-impl Body {
-    fn new(url: String) -> Body {
-        Body { url, request: Slot::new(None), body: Slot::new(None) }
-    }
-
-    fn start(&self) -> Promise {
-        self.request.borrow_mut().get_or_insert_with(|| transport::get(&self.url)).clone()
-    }
-
-    /// The JSON of a 2xx answer, else null.
-    async fn read(&self) -> JsValue {
-        let response = transport::response(self.start()).await;
-        // Whoever gets here first reads the body; the others wait for that read.
-        let body = self.body.borrow_mut().get_or_insert_with(|| transport::json_of(response)).clone();
-        task::settle(body).await.unwrap_or(JsValue::NULL)
     }
 }
 

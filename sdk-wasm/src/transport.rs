@@ -83,15 +83,17 @@ pub async fn response(request: Promise) -> Option<Response> {
 
 /// Sends one event; on a retryable failure (offline, refused by the network,
 /// rate limited, a server error) it joins the queue. A 4xx is the
-/// collector refusing the event itself: resending cannot help.
-pub async fn send(endpoint: &str, body: JsValue) {
-    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
-        Some(p) => response(p).await.is_none_or(|r| matches!(r.status(), 429 | 500..=599)),
-        None => true,
+/// collector refusing the event itself: resending cannot help. True when
+/// the collector answered (an event's answer never comes from a cache).
+pub async fn send(endpoint: &str, body: JsValue) -> bool {
+    let answer = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
+        Some(p) => response(p).await.map(|r| r.status()),
+        None => None,
     };
-    if retry {
+    if answer.is_none_or(|s| matches!(s, 429 | 500..=599)) {
         enqueue(&body.as_string().unwrap_or_default());
     }
+    answer.is_some()
 }
 
 fn enqueue(body: &str) {
@@ -155,17 +157,6 @@ pub fn flush_on_exit(endpoint: &str) {
     });
 }
 
-/// Starts a GET to the collector; see `response`.
-pub fn get(url: &str) -> Promise {
-    fetch(url, &request(None)).unwrap_or_else(|| Promise::resolve(&JsValue::NULL))
-}
-
-/// The JSON body of a 2xx answer, or null.
-pub fn json_of(response: Option<Response>) -> Promise {
-    let r = response.filter(|r| (200..300).contains(&r.status()));
-    r.map_or_else(|| Promise::resolve(&JsValue::NULL), |r| js::dom(&r).json())
-}
-
 /// The bait request in flight, with its nonce.
 pub struct Probe {
     response: Promise,
@@ -191,7 +182,7 @@ pub fn start_probe(endpoint: &str) -> Option<Probe> {
 }
 
 /// What became of the bait request. `reachable` says whether the collector
-/// answered the config request: if it did not, a failed bait request says
+/// answered an event: if it did not, a failed bait request says
 /// nothing about blockers.
 pub async fn finish_probe(probe: Option<Probe>, reachable: bool) -> RequestProbe {
     let Some(p) = probe else { return RequestProbe::Undecided };

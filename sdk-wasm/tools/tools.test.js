@@ -35,6 +35,8 @@ function stage() {
   const glue = path.join(dir, 'postern_sdk.js');
   fs.copyFileSync(path.join(STAGES, 'optimized.wasm'), wasm);
   fs.copyFileSync(path.join(STAGES, 'wasm-bindgen.js'), glue);
+  // The glue imports its JS snippets (the wall module's import) from beside it.
+  fs.cpSync(path.join(STAGES, 'snippets'), path.join(dir, 'snippets'), { recursive: true });
   return { dir, wasm, glue };
 }
 

@@ -125,7 +125,7 @@ test('the package: an exports map, the script tag\'s wasm, types that tsc checks
   const pkg = JSON.parse(fs.readFileSync(path.join(installed, 'package.json'), 'utf8'));
   assert.equal(pkg.name, 'postern-sdk');
   assert.deepEqual(pkg.exports['.'], { types: './index.d.ts', default: './index.js' });
-  assert.deepEqual(fs.readdirSync(installed).sort(), ['index.d.ts', 'index.js', 'package.json', 'postern_sdk.js', 'postern_sdk_bg.wasm']);
+  assert.deepEqual(fs.readdirSync(installed).sort(), ['index.d.ts', 'index.js', 'package.json', 'postern_sdk.js', 'postern_sdk_bg.wasm', 'snippets', 'wall.js']);
   assert.equal(sha256(path.join(installed, 'postern_sdk_bg.wasm')), sha256(scriptTagWasm()), 'the package ships the script tag\'s wasm');
 
   fs.writeFileSync(path.join(project, 'typed.ts'), `

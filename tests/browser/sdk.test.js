@@ -457,3 +457,97 @@ test('Brave with Shields down: clean, no wall', async (t) => {
   await expectEvents(site.siteId, ['pageview']);
   page.assertClean();
 });
+
+/** The URLs of the collector a page requested. */
+function collectorRequests(page) {
+  const urls = [];
+  page.on('request', (r) => { if (r.url().startsWith(postern.url)) urls.push(new URL(r.url()).pathname); });
+  return urls;
+}
+
+test('the wall module and the site config are fetched only for a wall, and nothing before the load event', async (t) => {
+  const site = await newSite('lazy', { ...wallDefaults, variants });
+  const clean = await h.openPage(browser, null, t);
+  const cleanUrls = collectorRequests(clean);
+  await clean.goto(site.url);
+  assert.deepEqual(await clean.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
+  await expectEvents(site.siteId, ['pageview']);
+  assert.ok(cleanUrls.some((u) => u.endsWith('.wasm')), `the SDK loaded: ${cleanUrls}`);
+  assert.deepEqual(cleanUrls.filter((u) => /\/config$|\/wall-/.test(u)), [], `a visitor without a blocker fetches no config and no wall: ${cleanUrls}`);
+
+  const blocked = await h.openPage(browser, null, t, { block: h.blockBaitRequest });
+  const blockedUrls = collectorRequests(blocked);
+  await blocked.goto(site.url);
+  await blocked.evaluate(() => window.Postern.check());
+  await h.waitForWall(blocked);
+  assert.equal(blockedUrls.filter((u) => u.endsWith('/config')).length, 1, `one config request: ${blockedUrls}`);
+  assert.equal(blockedUrls.filter((u) => /^\/p\/wall-[0-9a-f]{8}\.js$/.test(u)).length, 1, `one wall module: ${blockedUrls}`);
+
+  // Resource Timing (the collector sends Timing-Allow-Origin): everything the
+  // SDK fetches starts once the page has loaded; only the loader, an async
+  // script of the page, is fetched with the page.
+  for (const page of [clean, blocked]) {
+    const timing = await page.evaluate((origin) => ({
+      load: performance.getEntriesByType('navigation')[0].loadEventStart,
+      entries: performance.getEntriesByType('resource').filter((e) => e.name.startsWith(origin)).map((e) => ({ path: new URL(e.name).pathname, start: e.startTime })),
+    }), postern.url);
+    const early = timing.entries.filter((e) => e.path !== '/p/v1.js' && e.start < timing.load);
+    assert.ok(timing.load > 0 && timing.entries.length >= 3, JSON.stringify(timing));
+    assert.deepEqual(early, [], `fetched before the load event at ${timing.load} ms`);
+  }
+  clean.assertClean();
+  blocked.assertClean();
+});
+
+/** An article page whose <head> carries `meta` (e.g. a CSP). */
+function pageWith(meta, siteId, title) {
+  return h.articlePage(postern.url, siteId, title).replace('<meta charset="utf-8">', `<meta charset="utf-8">${meta}`);
+}
+
+test("under a page CSP of style-src 'self' the wall is styled, and only then is scrolling locked", async (t) => {
+  const site = await newSite('csp-style', { ...wallDefaults, variants });
+  pages['/csp-style'] = pageWith(`<meta http-equiv="Content-Security-Policy" content="style-src 'self'">`, site.siteId, 'CSP');
+  const page = await h.openPage(browser, site.url, t);
+  await page.evaluate(() => window.Postern.forceDisplay());
+  await h.waitForWall(page);
+  await h.screenshot(page, 'wall-csp-style');
+  const look = await h.inWall(page, function () {
+    const s = (sel) => getComputedStyle(this.querySelector(sel));
+    const box = this.querySelector('.d').getBoundingClientRect();
+    return { overlay: s('.o').position, background: s('.d').backgroundColor, radius: s('.d').borderTopLeftRadius, button: s('[data-a=recheck]').backgroundColor, centred: box.left > 0 && box.top > 0 };
+  });
+  assert.deepEqual(look, { overlay: 'fixed', background: 'rgb(255, 255, 255)', radius: '12px', button: 'rgb(11, 87, 208)', centred: true });
+  assert.equal(await page.evaluate(() => document.documentElement.style.overflow), 'hidden', 'a laid-out modal wall locks scrolling');
+  await page.evaluate(() => window.Postern.hide());
+  await h.waitForWall(page, false);
+  assert.equal(await page.evaluate(() => document.documentElement.style.overflow), '', 'and gives it back');
+  assert.deepEqual(page.problems.filter((p) => p.startsWith('page error')), [], 'no uncaught error');
+});
+
+test("under Trusted Types (require-trusted-types-for 'script') the wall shows without an error", async (t) => {
+  const site = await newSite('trusted-types', { ...wallDefaults, variants });
+  pages['/trusted-types'] = pageWith(`<meta http-equiv="Content-Security-Policy" content="require-trusted-types-for 'script'">`, site.siteId, 'TT');
+  const page = await h.openPage(browser, site.url, t);
+  await page.evaluate(() => window.Postern.forceDisplay());
+  await h.waitForWall(page);
+  const title = await h.inWall(page, function () { return this.querySelector('h2').textContent; });
+  assert.ok(variants.some((v) => v.title === title), `a variant's title: ${title}`);
+  assert.equal(await h.inWall(page, function () { return getComputedStyle(this.querySelector('.o')).position; }), 'fixed');
+  await h.clickInWall(page, '[data-a=help]');
+  assert.equal(await h.inWall(page, function () { return this.querySelector('#h').hidden; }), false, 'the controls work');
+  await expectEvents(site.siteId, ['pageview', 'wall_displayed', 'wall_help_opened']);
+  page.assertClean();
+  // The policy is in force: a markup sink throws on this page (and logs the violation).
+  assert.equal(await page.evaluate(() => { try { document.createElement('div').innerHTML = '<b>x</b>'; return 'allowed'; } catch (e) { return e.name; } }), 'TypeError');
+});
+
+test('a subscribe link that is not a web link is left out', async (t) => {
+  for (const [name, url] of [['link-script', 'javascript:window.pwned=3'], ['link-protocol-relative', '//evil.example/plans']]) {
+    const site = await newSite(name, { ...wallDefaults, subscribe_url: url, variants: [{ name: 'control', weight: 1, title: 'T', body: 'B', subscribe_url: url }] });
+    const page = await h.openPage(browser, site.url, t, { block: h.blockBaitRequest });
+    await page.evaluate(() => window.Postern.check());
+    await h.waitForWall(page);
+    assert.equal(await h.inWall(page, function () { return this.querySelectorAll('a').length; }), 0, url);
+    page.assertClean();
+  }
+});

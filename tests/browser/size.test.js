@@ -1,26 +1,90 @@
-// The SDK's byte budget (issue 4, DESIGN §4), checked on every test run so a
-// change that crosses it fails here rather than in the next benchmark: the
-// files the collector embeds and serves, gzip -9 as `bench/sdk.js` counts them.
+// The SDK's byte budget (DESIGN §4), checked on every test run so a change
+// that crosses it fails here rather than in the next benchmark: the bodies the
+// real collector sends a browser that accepts brotli. A visitor without a
+// blocker gets the loader, the glue and the wasm; a blocked visitor also the
+// wall module and the site's config. (`scripts/bench sdk` counts the same in
+// real Firefox, headers included.)
 'use strict';
 
-const { test } = require('node:test');
+const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
+const http = require('node:http');
 const path = require('node:path');
-const zlib = require('node:zlib');
 const h = require('./harness');
 
-const LOADER_BUDGET = 1536;
-const TOTAL_BUDGET = 20480;
+const LOADER_BUDGET = 1000;
+// DESIGN §4's target for a visitor without a blocker is 12 KB (1 KB = 1000 B);
+// the SDK is not there yet (14.9 KB measured: the wasm's detection, session,
+// transport and executor alone are ~11 KB brotli), so this budget is the
+// measured figure with a little slack, and it only ever goes down.
+const CLEAN_BUDGET = 15500;
+// DESIGN §4's target for a blocked visitor, wall module and config included (met).
+const BLOCKED_BUDGET = 20000;
 
-test('loader <= 1.5 KB and loader + glue + wasm <= 20 KB gzip', async () => {
-  const dist = path.join(h.ROOT, 'sdk-wasm/dist');
-  const files = fs.readdirSync(dist);
-  const gz = (f) => zlib.gzipSync(fs.readFileSync(path.join(dist, f)), { level: 9 }).length;
-  assert.ok(files.includes('v1.js'), `the loader is built: ${files}`);
-  assert.ok(files.some((f) => f.endsWith('.wasm')) && files.some((f) => f !== 'v1.js' && f.endsWith('.js')), `glue and wasm are built: ${files}`);
-  const loader = gz('v1.js');
-  const total = files.reduce((sum, f) => sum + gz(f), 0);
-  assert.ok(loader <= LOADER_BUDGET, `loader ${loader} B gzip > ${LOADER_BUDGET}`);
-  assert.ok(total <= TOTAL_BUDGET, `loader + glue + wasm ${total} B gzip > ${TOTAL_BUDGET} (${files.map((f) => `${f} ${gz(f)}`).join(', ')})`);
+let postern;
+
+before(async () => {
+  postern = await h.startPostern();
+});
+
+after(async () => {
+  await postern?.stop();
+});
+
+/** The body of `p` as the collector sends it to a browser that accepts
+ *  brotli (node's http client does not decode it): its coding and size. */
+function served(p) {
+  return new Promise((resolve, reject) => {
+    http.get(postern.url + p, { headers: { 'accept-encoding': 'gzip, deflate, br, zstd' } }, (res) => {
+      let bytes = 0;
+      res.on('data', (d) => { bytes += d.length; });
+      res.on('end', () => {
+        if (res.statusCode !== 200) return reject(new Error(`${p} answered ${res.statusCode}`));
+        resolve({ path: p, coding: res.headers['content-encoding'], bytes });
+      });
+    }).on('error', reject);
+  });
+}
+
+const sum = (xs) => xs.reduce((s, x) => s + x.bytes, 0);
+const list = (xs) => xs.map((x) => `${x.path} ${x.coding || 'identity'} ${x.bytes} B`).join(', ');
+
+test('bytes on the wire: a visitor without a blocker and a blocked visitor with the wall', async () => {
+  const dist = fs.readdirSync(path.join(h.ROOT, 'sdk-wasm/dist'));
+  const named = (re) => {
+    const f = dist.filter((n) => re.test(n));
+    assert.equal(f.length, 1, `one file matching ${re} in dist: ${dist}`);
+    return `/p/${f[0]}`;
+  };
+  const loader = await served('/p/v1.js');
+  const loaderText = await (await fetch(`${postern.url}/p/v1.js`)).text();
+  const glue = named(/^postern-[0-9a-f]{8}\.js$/);
+  const wasm = named(/^postern-[0-9a-f]{8}\.wasm$/);
+  const wall = named(/^wall-[0-9a-f]{8}\.js$/);
+  assert.ok(loaderText.includes(glue.slice(3)) && loaderText.includes(wasm.slice(3)), 'the loader names the glue and the wasm');
+  const wasmBytes = fs.readFileSync(path.join(h.ROOT, 'sdk-wasm/dist', wasm.slice(3)));
+  assert.ok(wasmBytes.includes(Buffer.from(wall.slice(3))), 'the wasm names the wall module');
+
+  const clean = [loader, await served(glue), await served(wasm)];
+  await postern.api(`/v1/sites/${postern.siteId}`, {
+    method: 'PATCH',
+    body: JSON.stringify({
+      wall: {
+        kind: 'soft', dismiss_after_seconds: 5, colors: { background: '#fff8e1', text: '#2b2b2b', accent: '#8a1c1c' },
+        subscribe_url: '/subscribe', subscribe_text: 'Go ad-free',
+        variants: [
+          { name: 'control', weight: 1, title: 'Please allow this site', body: 'We rely on advertising to keep this site free. Please allow it in your ad blocker.' },
+          { name: 'offer', weight: 1, title: 'Read without ads', body: 'Allow us in your ad blocker, or subscribe for an ad-free site.' },
+        ],
+      },
+    }),
+  });
+  const blocked = [...clean, await served(wall), await served(`/v1/sdk/sites/${postern.siteId}/config`)];
+  for (const f of blocked.slice(0, 4)) assert.equal(f.coding, 'br', `${f.path} is sent as brotli`);
+  console.log(`clean visitor ${sum(clean)} B (${list(clean)})`);
+  console.log(`blocked visitor ${sum(blocked)} B (${list(blocked)})`);
+  assert.ok(loader.bytes <= LOADER_BUDGET, `loader ${loader.bytes} B > ${LOADER_BUDGET}`);
+  assert.ok(sum(clean) <= CLEAN_BUDGET, `a visitor without a blocker downloads ${sum(clean)} B > ${CLEAN_BUDGET}: ${list(clean)}`);
+  assert.ok(sum(blocked) <= BLOCKED_BUDGET, `a blocked visitor downloads ${sum(blocked)} B > ${BLOCKED_BUDGET}: ${list(blocked)}`);
 });

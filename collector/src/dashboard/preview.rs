@@ -40,8 +40,9 @@ const TTL: Duration = Duration::from_secs(30 * 60);
 const PER_SESSION: usize = 4;
 /// Drafts kept in all; the oldest goes first (a draft is at most ~25 KB).
 const MAX_DRAFTS: usize = 512;
-/// The preview page runs the SDK: its wasm needs `wasm-unsafe-eval` and the
-/// wall's shadow root carries its own `<style>`. Nothing else is loosened.
+/// The preview page runs the SDK: its wasm needs `wasm-unsafe-eval` and its
+/// bait element an inline style (the wall's styles are a constructed
+/// stylesheet, which `style-src` does not govern). Nothing else is loosened.
 const PREVIEW_CSP: &str = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; \
 script-src 'self' 'wasm-unsafe-eval'; frame-ancestors 'self'; form-action 'none'; base-uri 'none'";
 
