@@ -21,6 +21,8 @@ pub struct Options {
     /// A variant forced for testing.
     pub variant: Option<String>,
     pub debug: bool,
+    /// `utm_*` parameters stay in the `page_url` sent (`keepUtm`).
+    pub keep_utm: bool,
 }
 
 
@@ -39,6 +41,7 @@ impl Options {
             endpoint: string(o, "endpoint").filter(|s| !s.is_empty()),
             variant: string(o, "variant").filter(|s| !s.is_empty()),
             debug: get(o, "debug").as_bool().unwrap_or(false),
+            keep_utm: get(o, "keepUtm").as_bool().unwrap_or(false),
         })
     }
 }

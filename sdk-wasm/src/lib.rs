@@ -4,8 +4,8 @@
 //! This file is the only `#[wasm_bindgen]` layer: `init`, `check`,
 //! `getSessionId`, `forceDisplay` and `hide`, over plain modules — `config`
 //! (options, wall config, variant choice), `detect` (the verdict, pure),
-//! `dom` (browser helpers, bait element), `session`, `transport` (events,
-//! config, bait request), `wall` and `error`.
+//! `dom` (browser helpers), `probe` (bait elements, page readiness),
+//! `session`, `transport` (events, config, bait requests), `wall` and `error`.
 //!
 //! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
 //! the glue), so on wasm32 the crate is `no_std`: a panic is a trap (no
@@ -23,6 +23,7 @@ mod detect;
 mod dom;
 mod error;
 mod js;
+mod probe;
 mod session;
 mod task;
 mod transport;
@@ -161,7 +162,8 @@ pub fn hide() {
 
 /// The SDK's asynchronous work. All of it runs through `run`, one future type.
 enum Task {
-    /// After `init`: resend what earlier pages could not, then check when idle.
+    /// After `init`, once the page has loaded: the pageview, resend what
+    /// earlier pages could not, then check when idle.
     Start,
     /// A detection whose verdict `check()` resolves to.
     Check,
@@ -171,14 +173,16 @@ enum Task {
     Force,
     /// Shows the dismiss control of the wall with this number after its delay.
     Reveal(u32, u32),
-    /// One event body to the collector.
-    Send(JsValue),
+    /// One event body to the collector, and when it was first queued.
+    Send(JsValue, f64),
 }
 
 async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            transport::take_queue(|body| s.spawn(Task::Send(JsValue::from_str(body))));
+            probe::page_ready().await;
+            s.emit("pageview", Object::new());
+            transport::take_queue(|body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
             drop(s.check());
         }
@@ -202,7 +206,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
                 w.wall.reveal_dismiss();
             }
         }
-        Task::Send(body) => transport::send(&s.endpoint, body).await,
+        Task::Send(body, at) => transport::send(&s.endpoint, body, at).await,
     }
     JsValue::UNDEFINED
 }
@@ -213,8 +217,11 @@ fn on_event(e: Event) {
     let Ok(s) = sdk() else { return };
     match js::prop_str(&e, "type").as_str() {
         "pagehide" => transport::flush_on_exit(&s.endpoint),
-        // A tab that comes back may have had its blocker turned off meanwhile.
-        "visibilitychange" if dom::document_visible() => drop(s.check()),
+        // A tab that comes back may have had its blocker turned off meanwhile;
+        // a clean visitor is not checked again.
+        "visibilitychange" if dom::document_visible() && (s.last_blocker.get().is_some() || s.shown.borrow().is_some()) => {
+            drop(s.check())
+        }
         "click" => {
             if let Some(a) = wall::clicked(&e) {
                 s.on_action(a);
@@ -250,11 +257,12 @@ struct Sdk {
     forced_variant: Option<String>,
     session_key: String,
     session: Slot<Session>,
-    /// The config request, started at `init`.
+    /// `init({keepUtm})`: `utm_*` parameters stay in `page_url`.
+    keep_utm: bool,
+    /// The config request, started when first needed.
     config_body: Body,
     config: Slot<Option<SiteConfig>>,
-    /// The collector answered the config request (so it is reachable).
-    reachable: Cell<bool>,
+    /// The blocker the last check found; none after a clean check.
     last_blocker: Cell<Option<BlockerType>>,
     shown: Slot<Option<Shown>>,
     walls: Cell<u32>,
@@ -275,18 +283,17 @@ impl Sdk {
         config_url.push_str(&opts.site_id);
         config_url.push_str("/config");
         let config_body = Body::new(transport::join(&endpoint, &config_url));
-        drop(config_body.start());
 
         let sdk = Rc::new(Sdk {
             site_id: opts.site_id,
             endpoint,
             debug: opts.debug,
+            keep_utm: opts.keep_utm,
             forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
             session: Slot::new(session),
             config_body,
             config: Slot::new(None),
-            reachable: Cell::new(false),
             last_blocker: Cell::new(None),
             shown: Slot::new(None),
             walls: Cell::new(0),
@@ -298,7 +305,6 @@ impl Sdk {
         dom::listen(&w, "pagehide", sdk.listener(), false);
         let doc = dom::document()?;
         dom::listen(&doc, "visibilitychange", sdk.listener(), false);
-        sdk.emit("pageview", Object::new());
         sdk.spawn(Task::Start);
         Ok(())
     }
@@ -332,10 +338,10 @@ impl Sdk {
         let body = {
             let mut s = self.session.borrow_mut();
             s.last_ms = dom::now_ms();
-            transport::event_body(&self.site_id, &s.id, event_type, &meta)
+            transport::event_body(&self.site_id, &s.id, event_type, &meta, self.keep_utm)
         };
         self.save_session();
-        self.spawn(Task::Send(body));
+        self.spawn(Task::Send(body, dom::now_ms()));
     }
 
     async fn ensure_config(&self) {
@@ -344,17 +350,17 @@ impl Sdk {
         }
         let v = self.config_body.read().await;
         if v.is_object() && self.config.borrow().is_none() {
-            self.reachable.set(true);
             *self.config.borrow_mut() = Some(SiteConfig(v));
         }
     }
 
-    /// Both probes at once: the bait request runs while the element is watched.
+    /// Both probes at once: the requests run while the elements are watched.
     async fn detect(&self) -> Verdict {
+        probe::page_ready().await;
         self.ensure_config().await;
         let request = transport::start_probe(&self.endpoint);
-        let element = dom::probe_element().await;
-        let request = transport::finish_probe(request, self.reachable.get()).await;
+        let element = probe::elements().await;
+        let request = transport::finish_probe(request).await;
         detect::decide(element, request, dom::is_brave())
     }
 
@@ -389,6 +395,7 @@ impl Sdk {
                 }
             }
             Verdict::Clean => {
+                self.last_blocker.set(None);
                 if self.has(WALL) && !self.has(CONVERTED) {
                     self.set(CONVERTED);
                     let v = self.shown_variant().unwrap_or_else(|| self.session.borrow().variant.clone());

@@ -72,7 +72,7 @@ button,a{font:inherit;cursor:pointer;border-radius:8px;padding:10px 16px;margin:
 fn steps(blocker: BlockerType) -> &'static str {
     match blocker {
         BlockerType::Extension => "<li>Click your ad blocker\u{2019}s icon next to the address bar (uBlock Origin, Adblock Plus, AdGuard, Ghostery\u{2026}).</li><li>Turn it off for this site: the power button, or \u{201c}Don\u{2019}t run on pages on this site\u{201d}.</li>",
-        BlockerType::Network => "<li>Something on your network blocks ads: a DNS filter (Pi-hole, NextDNS, AdGuard DNS), a VPN or a firewall.</li><li>Add this site to its allow-list, or pause it while you read.</li>",
+        BlockerType::Network => "<li>A request filter blocks ads here: an extension such as uBlock Origin Lite, or your browser\u{2019}s own blocker.</li><li>uBlock Origin Lite: click its icon and set this site to \u{201c}no filtering\u{201d}. Brave: click the shield icon and turn the shields down for this site. Opera: click the shield icon in the address bar and turn off ad blocking for this site.</li>",
         BlockerType::Browser => "<li>Your browser blocks ads by itself (for example Brave Shields).</li><li>Click the shield icon in the address bar and turn the shields down for this site.</li>",
         BlockerType::Unknown => "<li>Open your ad blocker, or your browser\u{2019}s privacy settings.</li><li>Allow this site, or pause blocking for it.</li>",
     }
@@ -315,7 +315,8 @@ mod tests {
         assert!(h.contains("Please &lt;allow&gt; us"));
         assert!(h.contains("We &quot;need&quot; ads &amp; you"));
         assert!(h.contains("role=\"dialog\" aria-modal=\"true\" aria-labelledby=\"t\""));
-        assert!(h.contains("DNS filter"), "network instructions for a network blocker");
+        assert!(h.contains("request filter") && h.contains("uBlock Origin Lite") && h.contains("Brave") && h.contains("Opera"), "request-filter instructions");
+        assert!(!h.contains("DNS"), "a first-party probe cannot see DNS blockers");
         assert!(h.contains("data-a=\"subscribe\" href=\"/subscribe\">Go ad-free</a>"));
         assert!(h.contains("data-a=\"dismiss\" hidden>Continue without allowing</button>"));
         assert!(h.contains("data-a=\"recheck\">I have allowed this site</button>"));
@@ -330,7 +331,7 @@ mod tests {
         assert!(h.contains("<h2 id=\"t\">Please allow this site</h2>"));
         assert!(h.contains("We rely on advertising"));
         assert!(h.contains(">Subscribe instead</a>"));
-        assert!(h.contains("uBlock Origin") && !h.contains("DNS filter"), "extension instructions");
+        assert!(h.contains("uBlock Origin") && !h.contains("request filter"), "extension instructions");
     }
 
     #[test]
