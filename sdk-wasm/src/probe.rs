@@ -77,6 +77,8 @@ fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
     }
 }
 
+/// Not inlined: it is read for three elements.
+#[inline(never)]
 fn is_hidden(el: &HtmlElement) -> bool {
     // No offset parent: `display: none` on it or an ancestor (or removed,
     // which `connected` tells apart).

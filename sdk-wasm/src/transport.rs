@@ -277,9 +277,9 @@ pub fn json_of(response: Option<Response>) -> Promise {
 }
 
 /// The probe requests in flight (the bait sets', then the control's), each
-/// with its nonce.
+/// with its nonce; `None` for one that could not start.
 pub struct Probe {
-    requests: [(Promise, String); 3],
+    requests: [Option<(Promise, String)>; 3],
     signal: AbortSignal,
 }
 
@@ -287,9 +287,10 @@ pub struct Probe {
 /// fresh nonce and past the HTTP cache (a cached answer would say the
 /// collector is reachable when it is not); they give up after
 /// `REQUEST_TIMEOUT_MS` by themselves (`AbortSignal.timeout`, no Rust timer).
-pub fn start_probe(endpoint: &str) -> Option<Probe> {
+pub fn start_probe(endpoint: &str) -> Probe {
     let signal = AbortSignal::timeout_with_u32(REQUEST_TIMEOUT_MS);
-    let one = |path: &str| {
+    let [a, b] = bait::PATHS;
+    let requests = [a, b, bait::CONTROL_PATH].map(|path| {
         let mut nonce = String::with_capacity(16);
         for b in dom::random_bytes::<8>() {
             dom::push_hex(&mut nonce, b);
@@ -301,29 +302,27 @@ pub fn start_probe(endpoint: &str) -> Option<Probe> {
         js::set_str(&init, "cache", "no-store");
         js::set(&init, "signal", &signal);
         Some((fetch(&url, &init)?, nonce))
-    };
-    let [a, b] = bait::PATHS;
-    Some(Probe { requests: [one(a)?, one(b)?, one(bait::CONTROL_PATH)?], signal })
+    });
+    Probe { requests, signal }
 }
 
 /// What became of the probe requests, together (see `detect::requests`).
-pub async fn finish_probe(probe: Option<Probe>) -> RequestProbe {
-    let Some(Probe { requests: [a, b, control], signal }) = probe else { return RequestProbe::Undecided };
-    let a = one_probe(a, &signal).await;
-    let b = one_probe(b, &signal).await;
-    let control = one_probe(control, &signal).await;
-    crate::detect::requests([a, b], control, probe::online())
-}
-
-async fn one_probe((response_promise, nonce): (Promise, String), signal: &AbortSignal) -> RequestProbe {
-    match response(response_promise).await {
-        None if signal.aborted() => RequestProbe::Undecided,
-        None => RequestProbe::Blocked,
-        Some(r) => {
-            let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
-            text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &nonce))
-        }
+/// One loop, not three calls: each awaited call would be a copy in the wasm.
+pub async fn finish_probe(probe: Probe) -> RequestProbe {
+    let mut seen = [RequestProbe::Undecided; 3];
+    for (slot, request) in seen.iter_mut().zip(probe.requests) {
+        let Some((response_promise, nonce)) = request else { continue };
+        *slot = match response(response_promise).await {
+            None if probe.signal.aborted() => RequestProbe::Undecided,
+            None => RequestProbe::Blocked,
+            Some(r) => {
+                let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
+                text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &nonce))
+            }
+        };
     }
+    let [a, b, control] = seen;
+    crate::detect::requests([a, b], control, probe::online())
 }
 
 #[cfg(test)]
