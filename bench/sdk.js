@@ -113,7 +113,7 @@ async function wire() {
   const collector = ff.named(postern.url, 'postern.test');
   pages['/article'] = h.articlePage(collector, postern.siteId, 'An article');
   pages['/next'] = h.articlePage(collector, postern.siteId, 'The next article');
-  const probe = h.BAIT.element;
+  const probe = h.BAIT.sets[0].element;
   pages['/probe'] = `<div id="${probe.id}" class="${probe.classes.join(' ')}" style="width:300px;height:250px">&nbsp;</div>`;
   try {
     for (const [scheme, prefs] of [['https', { 'network.http.accept-encoding': HTTPS_ACCEPT_ENCODING }], ['http', {}]]) {

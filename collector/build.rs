@@ -9,7 +9,7 @@
 //! - the demo publisher site `www-demo/` (its pages are templates filled in
 //!   when served, so only its other files are compressed here);
 //! - the dashboard's CSS and JavaScript (`src/dashboard/assets/`);
-//! - the bait request path from `tests/filter-lists/bait.json` (the file the
+//! - the bait request paths and the control request's path from `tests/filter-lists/bait.json` (the file the
 //!   filter-list test proves), so the served bait and the SDK's cannot differ.
 
 use std::fmt::Write as _;
@@ -39,12 +39,11 @@ fn main() {
     println!("cargo:rerun-if-changed={}", bait.display());
 
     let text = std::fs::read_to_string(&bait).expect("reading tests/filter-lists/bait.json");
-    let path = text
-        .split("\"request_path\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').nth(1))
-        .expect("bait.json has a request_path");
-    writeln!(out, "pub const BAIT_PATH: &str = {path:?};").unwrap();
+    let bait: serde_json::Value = serde_json::from_str(&text).expect("bait.json is JSON");
+    let path = |set: &serde_json::Value| set["request_path"].as_str().expect("a request_path in bait.json").to_owned();
+    let paths: Vec<String> = bait["sets"].as_array().expect("bait.json has sets").iter().map(path).collect();
+    writeln!(out, "pub const BAIT_PATHS: &[&str] = &{paths:?};").unwrap();
+    writeln!(out, "pub const CONTROL_PATH: &str = {:?};", path(&bait["control"])).unwrap();
 
     // The SDK is whole or absent: a dist/ without its loader is not served.
     let sdk = if dist.join("v1.js").is_file() { files(&dist) } else { Vec::new() };

@@ -11,22 +11,30 @@ fn main() {
     println!("cargo:rerun-if-changed={}", src.display());
     let text = std::fs::read_to_string(&src).expect("reading tests/filter-lists/bait.json");
     let bait: serde_json::Value = serde_json::from_str(&text).expect("bait.json is JSON");
-    let el = &bait["element"];
     let s = |v: &serde_json::Value| v.as_str().expect("a string in bait.json").to_owned();
-    let classes: Vec<String> = el["classes"].as_array().expect("element.classes").iter().map(s).collect();
-    let out = format!(
-        "pub const TAG: &str = {:?};\npub const CLASSES: &str = {:?};\npub const ID: &str = {:?};\n\
-         pub const STYLE: &str = {:?};\npub const PATH: &str = {:?};\n",
-        s(&el["tag"]),
-        classes.join(" "),
-        s(&el["id"]),
-        // Off screen but laid out at the size ad slots have, so it is measurable.
+    let element = |set: &serde_json::Value| {
+        let el = &set["element"];
+        let classes: Vec<String> = el["classes"].as_array().expect("element.classes").iter().map(s).collect();
+        let px = |k: &str| format!("{}px", el[k].as_u64().expect("element width and height"));
         format!(
-            "position:absolute;left:-10000px;top:-10000px;width:{}px;height:{}px",
-            el["width"].as_u64().expect("element.width"),
-            el["height"].as_u64().expect("element.height")
-        ),
-        s(&bait["request_path"]),
+            "Element {{ tag: {:?}, classes: {:?}, id: {:?}, width: {:?}, height: {:?} }}",
+            s(&el["tag"]),
+            classes.join(" "),
+            s(&el["id"]),
+            px("width"),
+            px("height")
+        )
+    };
+    let sets = bait["sets"].as_array().expect("bait.json has sets");
+    let elements: Vec<String> = sets.iter().map(element).collect();
+    let paths: Vec<String> = sets.iter().map(|set| s(&set["request_path"])).collect();
+    let out = format!(
+        "pub const ELEMENTS: [Element; {n}] = [{}];\npub const PATHS: [&str; {n}] = {paths:?};\n\
+         pub const CONTROL_ELEMENT: Element = {};\npub const CONTROL_PATH: &str = {:?};\n",
+        elements.join(", "),
+        element(&bait["control"]),
+        s(&bait["control"]["request_path"]),
+        n = sets.len(),
     );
     let out_dir = std::env::var("OUT_DIR").unwrap();
     std::fs::write(Path::new(&out_dir).join("bait.rs"), out).expect("writing bait.rs");

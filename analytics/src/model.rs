@@ -19,10 +19,13 @@ pub enum EventType {
     VerificationFailed,
     ConversionAllowlist,
     ConversionSubscribe,
+    /// The SDK's own files did not load while the collector answered: a
+    /// blocker stopped the SDK itself, so no verdict could run.
+    SdkBlocked,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 8] = [
+    pub const ALL: [EventType; 9] = [
         EventType::Pageview,
         EventType::AdblockDetected,
         EventType::WallDisplayed,
@@ -31,6 +34,7 @@ impl EventType {
         EventType::VerificationFailed,
         EventType::ConversionAllowlist,
         EventType::ConversionSubscribe,
+        EventType::SdkBlocked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,6 +47,7 @@ impl EventType {
             EventType::VerificationFailed => "verification_failed",
             EventType::ConversionAllowlist => "conversion_allowlist",
             EventType::ConversionSubscribe => "conversion_subscribe",
+            EventType::SdkBlocked => "sdk_blocked",
         }
     }
 
@@ -65,7 +70,7 @@ impl EventType {
             EventType::WallDisplayed => flags::WALL,
             EventType::WallDismissed => flags::DISMISSED,
             EventType::ConversionAllowlist | EventType::ConversionSubscribe => flags::CONVERTED,
-            EventType::Pageview | EventType::WallHelpOpened | EventType::VerificationFailed => 0,
+            EventType::Pageview | EventType::WallHelpOpened | EventType::VerificationFailed | EventType::SdkBlocked => 0,
         }
     }
 }

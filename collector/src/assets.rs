@@ -1,7 +1,8 @@
 //! Files served from the binary itself (embedded by `build.rs` with their
 //! brotli and gzip forms, which `compression` chooses from): the browser SDK
 //! under `/p/`, the dashboard's CSS and JavaScript, and in demo mode the demo
-//! publisher site under `/demo/`; and the bait script the SDK requests.
+//! publisher site under `/demo/`; and the bait scripts and the control
+//! request (`/p/echo.js`) the SDK's request probe compares them with.
 
 use std::sync::Once;
 
@@ -30,14 +31,14 @@ const MAX_NONCE: usize = 64;
 
 /// True for the paths this module answers (the router asks before routing here).
 pub fn handles(path: &str, demo: bool) -> bool {
-    path.starts_with("/p/") || path == BAIT_PATH || (demo && (path == "/demo" || path.starts_with("/demo/")))
+    path.starts_with("/p/") || BAIT_PATHS.contains(&path) || (demo && (path == "/demo" || path.starts_with("/demo/")))
 }
 
-/// GET /p/:file, GET <bait path>, and in demo mode GET /demo/:file
+/// GET /p/:file, GET <bait path>, GET /p/echo.js, and in demo mode GET /demo/:file
 pub async fn assets_get(path: warp::path::FullPath, q: Query, ctx: Ctx) -> Result<Response, ApiError> {
     let path = path.as_str();
-    if path == BAIT_PATH {
-        return Ok(bait(q.get("n")));
+    if let Some(res) = probe(path, &q) {
+        return Ok(res);
     }
     if let Some(file) = path.strip_prefix("/p/") {
         return sdk_file(file);
@@ -95,9 +96,17 @@ fn public(h: &mut http::HeaderMap) {
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
 }
 
-/// The bait script: harmless JavaScript whose body carries the request's
-/// nonce, so the SDK can tell this answer from a blocker's stand-in script.
-pub(crate) fn bait(nonce: Option<&str>) -> Response {
+/// The answer to one of the SDK's probe requests (a bait script or the
+/// control), when `path` is one; `path` starts with `/`.
+pub(crate) fn probe(path: &str, q: &Query) -> Option<Response> {
+    (BAIT_PATHS.contains(&path) || path == CONTROL_PATH).then(|| bait(q.get("n")))
+}
+
+/// A bait script, or the control: harmless JavaScript whose body carries the
+/// request's nonce, so the SDK can tell this answer from a blocker's stand-in
+/// script. Never cached: a cached answer would say the collector is reachable
+/// when it is not.
+fn bait(nonce: Option<&str>) -> Response {
     let mut res = Response::new(bait_body(nonce).into());
     let h = res.headers_mut();
     h.insert("content-type", HeaderValue::from_static(JS));
@@ -143,7 +152,10 @@ mod tests {
     #[test]
     fn only_its_own_paths_are_handled() {
         assert!(handles("/p/v1.js", false));
-        assert!(handles(BAIT_PATH, false));
+        for path in BAIT_PATHS {
+            assert!(handles(path, false));
+        }
+        assert!(handles(CONTROL_PATH, false));
         assert!(!handles("/demo/", false), "the demo site exists only in demo mode");
         assert!(handles("/demo/", true));
         assert!(!handles("/", true), "the dashboard owns /");

@@ -15,6 +15,8 @@ pub struct Metrics {
     pub rate_limited: AtomicU64,
     pub events_ingested: AtomicU64,
     pub events_duplicate: AtomicU64,
+    /// `sdk_blocked` events stored: pages where a blocker stopped the SDK's own files.
+    pub sdk_blocked: AtomicU64,
     /// Report scheduler passes completed, and report runs generated.
     pub report_passes: AtomicU64,
     pub report_runs: AtomicU64,
@@ -82,6 +84,12 @@ impl Metrics {
             "counter",
             "Events acknowledged again for an already stored event_id.",
             &[("", get(&self.events_duplicate) as f64)],
+        );
+        metric(
+            "postern_sdk_blocked_total",
+            "counter",
+            "sdk_blocked events stored: pages where a blocker stopped the SDK's own files while the collector answered.",
+            &[("", get(&self.sdk_blocked) as f64)],
         );
         metric("postern_ingest_queue_depth", "gauge", "Writes waiting for the writer thread.", &[("", queue_depth as f64)]);
         metric("postern_commits_total", "counter", "Group transactions committed.", &[("", get(&self.commits) as f64)]);

@@ -20,6 +20,8 @@ export interface InitOptions {
   variant?: string;
   /** Logs each verdict to the console. */
   debug?: boolean;
+  /** Keeps the page URL's `utm_*` parameters in the events sent (query string and fragment are otherwise left out). */
+  keepUtm?: boolean;
   /** Where to fetch the SDK's wasm; by default next to this module. */
   wasmUrl?: string | URL;
 }

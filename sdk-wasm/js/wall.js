@@ -23,8 +23,8 @@ const STEPS = {
     'Turn it off for this site: the power button, or \u201cDon\u2019t run on pages on this site\u201d.',
   ],
   network: [
-    'Something on your network blocks ads: a DNS filter (Pi-hole, NextDNS, AdGuard DNS), a VPN or a firewall.',
-    'Add this site to its allow-list, or pause it while you read.',
+    'A request filter blocks ads here: an extension such as uBlock Origin Lite, or your browser\u2019s own blocker.',
+    'uBlock Origin Lite: click its icon and set this site to \u201cno filtering\u201d. Brave: click the shield icon and turn the shields down for this site. Opera: click the shield icon in the address bar and turn off ad blocking for this site.',
   ],
   browser: [
     'Your browser blocks ads by itself (for example Brave Shields).',

@@ -24,6 +24,8 @@ pub struct Options {
     /// The wall module for the npm package: a function that imports it
     /// (bundled with the page); undefined for the collector's own file.
     pub wall: JsValue,
+    /// `utm_*` parameters stay in the `page_url` sent (`keepUtm`).
+    pub keep_utm: bool,
 }
 
 fn string(o: &JsValue, key: &str) -> Option<String> {
@@ -42,6 +44,7 @@ impl Options {
             variant: string(o, "variant").filter(|s| !s.is_empty()),
             debug: get(o, "debug").as_bool().unwrap_or(false),
             wall: Some(get(o, "wall")).filter(|w| w.is_function()).unwrap_or(JsValue::UNDEFINED),
+            keep_utm: get(o, "keepUtm").as_bool().unwrap_or(false),
         })
     }
 }

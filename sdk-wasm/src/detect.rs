@@ -1,9 +1,24 @@
 //! The verdict: from what the probes saw to `{blocked, blockerType}`.
-//! Pure logic; the probes themselves live in `dom` (bait element) and
-//! `transport` (bait request).
+//! Pure logic; the probes themselves live in `probe` (bait elements) and
+//! `transport` (bait requests).
+//!
+//! Each probe has a control, and the bait comes in two independent sets:
+//! a verdict needs both sets to agree and the control to show that the
+//! page and the network work. Anything else is undecided, which never
+//! shows a wall (DESIGN §4: never a wall on a false positive).
 
-/// The bait, generated at build time from `tests/filter-lists/bait.json`.
+/// The bait, generated at build time from `tests/filter-lists/bait.json`:
+/// `ELEMENTS` and `PATHS` (one per set), `CONTROL_ELEMENT` and `CONTROL_PATH`.
 pub mod bait {
+    /// An element of the bait or the control; sizes as CSS lengths.
+    pub struct Element {
+        pub tag: &'static str,
+        pub classes: &'static str,
+        pub id: &'static str,
+        pub width: &'static str,
+        pub height: &'static str,
+    }
+
     include!(concat!(env!("OUT_DIR"), "/bait.rs"));
 }
 
@@ -20,7 +35,11 @@ pub const REQUEST_TIMEOUT_MS: u32 = 4000;
 pub enum BlockerType {
     /// The bait element was hidden: cosmetic filtering, i.e. an extension.
     Extension,
-    /// Only the bait request failed: DNS blocker, VPN, firewall.
+    /// Only the bait requests failed while the control request loaded: a
+    /// request filter (an extension without cosmetic filtering such as uBlock
+    /// Origin Lite, a browser's built-in filter, a filtering proxy). DNS
+    /// blockers cannot be seen this way: they block the collector's host,
+    /// control included, which leaves the check undecided.
     Network,
     /// The browser blocks by itself (Brave Shields).
     Browser,
@@ -38,16 +57,49 @@ impl BlockerType {
     }
 }
 
-/// What the bait element looked like at the end of the window.
+/// What the bait elements looked like beside their control.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElementProbe {
+    /// Every bait set hidden at once, the control shown, all in the page.
     Hidden,
+    /// Every bait set and the control shown for the whole window.
     Visible,
-    /// It could not be inserted or measured (no body yet, DOM error).
+    /// Anything else: not inserted, removed from the page, the control
+    /// hidden (the page hides more than ads), or one set only hidden (the
+    /// page's own CSS uses one of the names).
     Unmeasured,
 }
 
-/// What became of the bait request.
+/// One read of the bait elements and their control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ElementRead {
+    /// Per bait set.
+    pub hidden: [bool; 2],
+    pub control_hidden: bool,
+    /// The baits and the control are all still in the document.
+    pub connected: bool,
+}
+
+/// What one read decides: `Some` ends the watch. A blocker hides both sets
+/// with the same stylesheet, so both are hidden at the same read.
+pub fn element_read(r: ElementRead) -> Option<ElementProbe> {
+    if !r.connected || r.control_hidden {
+        return Some(ElementProbe::Unmeasured);
+    }
+    r.hidden.iter().all(|h| *h).then_some(ElementProbe::Hidden)
+}
+
+/// The verdict of the last read of a window in which no read decided.
+pub fn element_end(last: ElementRead) -> ElementProbe {
+    match element_read(last) {
+        Some(p) => p,
+        None if last.hidden.iter().any(|h| *h) => ElementProbe::Unmeasured,
+        None => ElementProbe::Visible,
+    }
+}
+
+/// What became of a probe request (one bait, the control), or of the
+/// request probe as a whole (see `requests`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestProbe {
     /// Answered by the collector with this request's nonce.
@@ -55,9 +107,22 @@ pub enum RequestProbe {
     /// Refused by the browser, or answered without the nonce (a blocker's
     /// neutered stand-in script).
     Blocked,
-    /// Timed out, the collector failed, or the collector is unreachable
-    /// anyway (its config request failed too): nothing can be concluded.
+    /// Timed out or answered with an error status: nothing can be concluded.
     Undecided,
+}
+
+/// The request probe: the bait sets and the control were requested at the
+/// same time. Blocked only when the control loaded (the collector answers,
+/// fresh: the requests are `no-store`), every bait set failed or was
+/// substituted, and the browser says it is online; loaded only when all
+/// loaded.
+pub fn requests(baits: [RequestProbe; 2], control: RequestProbe, online: bool) -> RequestProbe {
+    let all = |p| baits.iter().all(|b| *b == p);
+    match control {
+        RequestProbe::Loaded if all(RequestProbe::Loaded) => RequestProbe::Loaded,
+        RequestProbe::Loaded if online && all(RequestProbe::Blocked) => RequestProbe::Blocked,
+        _ => RequestProbe::Undecided,
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,9 +149,9 @@ impl Verdict {
     }
 }
 
-/// A hidden element means cosmetic filtering (an extension, or Brave's own);
-/// a failed request alone means something on the network path. A clean
-/// verdict needs both probes to have succeeded.
+/// Hidden elements mean cosmetic filtering (an extension, or Brave's own);
+/// failed requests alone mean a request filter. A clean verdict needs both
+/// probes to have succeeded.
 pub fn decide(element: ElementProbe, request: RequestProbe, brave: bool) -> Verdict {
     let kind = |t| if brave { BlockerType::Browser } else { t };
     match (element, request) {
@@ -166,8 +231,41 @@ mod tests {
 
     #[test]
     fn the_bait_comes_from_bait_json() {
-        assert!(bait::PATH.starts_with("/ads/"));
-        assert!(bait::CLASSES.split(' ').count() >= 2);
-        assert!(bait::STYLE.contains("width:") && bait::STYLE.contains("height:"));
+        for (path, el) in bait::PATHS.iter().zip(&bait::ELEMENTS) {
+            assert!(path.starts_with("/ads/"));
+            assert!(el.classes.split(' ').count() >= 2);
+            assert!(el.width.ends_with("px") && el.height.ends_with("px"));
+        }
+        assert_ne!(bait::PATHS[0], bait::PATHS[1]);
+        assert_eq!(bait::CONTROL_PATH, "/p/echo.js");
+        assert!(!bait::CONTROL_ELEMENT.classes.contains("ad"));
+    }
+
+    const fn read(hidden: [bool; 2], control_hidden: bool, connected: bool) -> ElementRead {
+        ElementRead { hidden, control_hidden, connected }
+    }
+
+    #[test]
+    fn elements_are_hidden_only_when_both_sets_are_and_the_control_is_not() {
+        assert_eq!(element_read(read([true, true], false, true)), Some(Hidden));
+        assert_eq!(element_read(read([true, false], false, true)), None, "keep watching");
+        assert_eq!(element_end(read([true, false], false, true)), Unmeasured, "the page hides one set");
+        assert_eq!(element_end(read([false, true], false, true)), Unmeasured);
+        assert_eq!(element_end(read([false, false], false, true)), Visible);
+        assert_eq!(element_read(read([true, true], true, true)), Some(Unmeasured), "the control hidden too");
+        assert_eq!(element_read(read([false, false], true, true)), Some(Unmeasured));
+        assert_eq!(element_read(read([true, true], false, false)), Some(Unmeasured), "removed from the page");
+    }
+
+    #[test]
+    fn requests_are_blocked_only_when_the_control_loaded_online() {
+        assert_eq!(requests([Loaded, Loaded], Loaded, true), Loaded);
+        assert_eq!(requests([Blocked, Blocked], Loaded, true), Blocked);
+        assert_eq!(requests([Blocked, Blocked], Loaded, false), Undecided, "offline");
+        assert_eq!(requests([Blocked, Blocked], Blocked, true), Undecided, "a network reset");
+        assert_eq!(requests([Blocked, Blocked], Undecided, true), Undecided, "the collector down");
+        assert_eq!(requests([Loaded, Loaded], Blocked, true), Undecided);
+        assert_eq!(requests([Blocked, Loaded], Loaded, true), Undecided, "one set only");
+        assert_eq!(requests([Blocked, Undecided], Loaded, true), Undecided);
     }
 }

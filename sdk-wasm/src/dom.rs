@@ -1,5 +1,5 @@
 //! The browser, reached through web-sys: storage, randomness, the page's
-//! location, timers as promises, event listeners, and the bait element probe.
+//! location, timers as promises and event listeners.
 
 use alloc::string::String;
 use core::future::Future;
@@ -7,9 +7,8 @@ use core::future::Future;
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::{Document, EventTarget, HtmlElement, Storage, Window};
+use web_sys::{Document, EventTarget, Storage, Window};
 
-use crate::detect::{bait, ElementProbe, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
 use crate::error::{Error, Result};
 use crate::js;
 
@@ -184,49 +183,6 @@ pub async fn idle() {
     if document().is_ok_and(|d| js::prop_str(&d, "readyState") == "loading") {
         wait(Until::Parsed).await;
     }
-}
-
-/// Inserts the bait element and watches it for `ELEMENT_WINDOW_MS`: hidden,
-/// collapsed or removed at any read means a cosmetic filter acted on it.
-/// The window is counted in reads, not read on the clock: the page's clock
-/// may jump, and a throttled background tab only makes the window longer.
-pub async fn probe_element() -> ElementProbe {
-    let Ok(bait) = insert_bait() else { return ElementProbe::Unmeasured };
-    let mut verdict = ElementProbe::Visible;
-    for read in 0..=ELEMENT_WINDOW_MS / ELEMENT_POLL_MS {
-        if read > 0 {
-            sleep(ELEMENT_POLL_MS).await;
-        }
-        if is_hidden(&bait) {
-            verdict = ElementProbe::Hidden;
-            break;
-        }
-    }
-    bait.remove();
-    verdict
-}
-
-fn insert_bait() -> Result<HtmlElement> {
-    let doc = document()?;
-    let body = doc.body().ok_or(Error::NoDom)?;
-    let el = js::dom(&doc).create_element(bait::TAG);
-    let d = js::dom(&el);
-    d.set_attribute("class", bait::CLASSES);
-    d.set_attribute("id", bait::ID);
-    d.set_attribute("style", bait::STYLE);
-    d.set_attribute("aria-hidden", "true");
-    js::dom(&body).append_child(&el);
-    Ok(el)
-}
-
-fn is_hidden(el: &HtmlElement) -> bool {
-    // No offset parent: removed, or `display: none` on it or an ancestor.
-    if el.offset_parent().is_none() || el.offset_height() == 0 || el.offset_width() == 0 {
-        return true;
-    }
-    let Ok(w) = window() else { return false };
-    let s = js::dom(&w).get_computed_style(el);
-    js::prop_str(&s, "display") == "none" || js::prop_str(&s, "visibility") == "hidden"
 }
 
 #[cfg(test)]

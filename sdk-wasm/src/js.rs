@@ -82,6 +82,8 @@ extern "C" {
     pub fn create_element(this: &Dom, tag: &str) -> HtmlElement;
     #[wasm_bindgen(method, js_name = setAttribute)]
     pub fn set_attribute(this: &Dom, name: &str, value: &str);
+    #[wasm_bindgen(method, js_name = setProperty)]
+    pub fn set_property(this: &Dom, name: &str, value: &str);
     #[wasm_bindgen(method, js_name = getComputedStyle)]
     pub fn get_computed_style(this: &Dom, element: &JsValue) -> JsValue;
     #[wasm_bindgen(method, js_name = setTimeout)]

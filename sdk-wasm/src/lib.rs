@@ -4,8 +4,8 @@
 //! This file is the only `#[wasm_bindgen]` layer: `init`, `check`,
 //! `getSessionId`, `forceDisplay` and `hide`, over plain modules — `config`
 //! (options, wall config, variant choice), `detect` (the verdict, pure),
-//! `dom` (browser helpers, bait element), `session`, `transport` (events,
-//! config, bait request), `wall` and `error`.
+//! `dom` (browser helpers), `probe` (bait elements, page readiness),
+//! `session`, `transport` (events, config, bait requests), `wall` and `error`.
 //!
 //! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
 //! the glue), so on wasm32 the crate is `no_std`: a panic is a trap (no
@@ -23,6 +23,7 @@ mod detect;
 mod dom;
 mod error;
 mod js;
+mod probe;
 mod session;
 mod task;
 mod transport;
@@ -163,7 +164,8 @@ pub fn hide() {
 
 /// The SDK's asynchronous work. All of it runs through `run`, one future type.
 enum Task {
-    /// After `init`: resend what earlier pages could not, then check when idle.
+    /// After `init`, once the page has loaded: the pageview, resend what
+    /// earlier pages could not, then check when idle.
     Start,
     /// A detection whose verdict `check()` resolves to.
     Check,
@@ -175,14 +177,16 @@ enum Task {
     Show(BlockerType),
     /// Shows the dismiss control of the wall with this number after its delay.
     Reveal(u32, u32),
-    /// One event body to the collector.
-    Send(JsValue),
+    /// One event body to the collector, and when it was first queued.
+    Send(JsValue, f64),
 }
 
 async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            transport::take_queue(|body| s.spawn(Task::Send(JsValue::from_str(body))));
+            probe::page_ready().await;
+            s.emit("pageview", Object::new());
+            transport::take_queue(|body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
             drop(s.check());
         }
@@ -207,11 +211,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
                 w.wall.reveal_dismiss();
             }
         }
-        Task::Send(body) => {
-            if transport::send(&s.endpoint, body).await {
-                s.reachable.set(true);
-            }
-        }
+        Task::Send(body, at) => transport::send(&s.endpoint, body, at).await,
     }
     JsValue::UNDEFINED
 }
@@ -222,8 +222,11 @@ fn on_event(e: Event) {
     let Ok(s) = sdk() else { return };
     match js::prop_str(&e, "type").as_str() {
         "pagehide" => transport::flush_on_exit(&s.endpoint),
-        // A tab that comes back may have had its blocker turned off meanwhile.
-        "visibilitychange" if dom::document_visible() => drop(s.check()),
+        // A tab that comes back may have had its blocker turned off meanwhile;
+        // a clean visitor is not checked again.
+        "visibilitychange" if dom::document_visible() && (s.last_blocker.get().is_some() || s.shown.borrow().is_some()) => {
+            drop(s.check())
+        }
         "wall" => {
             if let Some(a) = Action::parse(&js::prop_str(&e, "a")) {
                 s.on_action(a);
@@ -252,6 +255,8 @@ struct Sdk {
     forced_variant: Option<String>,
     session_key: String,
     session: Slot<Session>,
+    /// `init({keepUtm})`: `utm_*` parameters stay in `page_url`.
+    keep_utm: bool,
     /// `GET /v1/sdk/sites/:id/config`, requested only when a wall may show.
     config_url: String,
     config: Slot<Option<SiteConfig>>,
@@ -259,8 +264,7 @@ struct Sdk {
     wall_module: JsValue,
     /// What a wall needs, `[config JSON or null, wall module or null]`, once asked for.
     wall_needs: Slot<Option<Promise>>,
-    /// The collector answered an event (so it is reachable).
-    reachable: Cell<bool>,
+    /// The blocker the last check found; none after a clean check.
     last_blocker: Cell<Option<BlockerType>>,
     shown: Slot<Option<Shown>>,
     walls: Cell<u32>,
@@ -287,6 +291,7 @@ impl Sdk {
             site_id: opts.site_id,
             endpoint,
             debug: opts.debug,
+            keep_utm: opts.keep_utm,
             forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
             session: Slot::new(session),
@@ -294,7 +299,6 @@ impl Sdk {
             config: Slot::new(None),
             wall_module,
             wall_needs: Slot::new(None),
-            reachable: Cell::new(false),
             last_blocker: Cell::new(None),
             shown: Slot::new(None),
             walls: Cell::new(0),
@@ -306,7 +310,6 @@ impl Sdk {
         dom::listen(&w, "pagehide", sdk.listener(), false);
         let doc = dom::document()?;
         dom::listen(&doc, "visibilitychange", sdk.listener(), false);
-        sdk.emit("pageview", Object::new());
         sdk.spawn(Task::Start);
         Ok(())
     }
@@ -340,10 +343,10 @@ impl Sdk {
         let body = {
             let mut s = self.session.borrow_mut();
             s.last_ms = dom::now_ms();
-            transport::event_body(&self.site_id, &s.id, event_type, &meta)
+            transport::event_body(&self.site_id, &s.id, event_type, &meta, self.keep_utm)
         };
         self.save_session();
-        self.spawn(Task::Send(body));
+        self.spawn(Task::Send(body, dom::now_ms()));
     }
 
     /// Starts loading what a wall needs (its module, the site's config), on
@@ -364,14 +367,15 @@ impl Sdk {
         }
     }
 
-    /// Both probes at once: the bait request runs while the element is watched.
+    /// Both probes at once: the requests run while the elements are watched.
     async fn detect(&self) -> Verdict {
+        probe::page_ready().await;
         let request = transport::start_probe(&self.endpoint);
-        let element = dom::probe_element().await;
+        let element = probe::elements().await;
         if element == detect::ElementProbe::Hidden {
             drop(self.prefetch());
         }
-        let request = transport::finish_probe(request, self.reachable.get()).await;
+        let request = transport::finish_probe(request).await;
         detect::decide(element, request, dom::is_brave())
     }
 
@@ -406,6 +410,7 @@ impl Sdk {
                 }
             }
             Verdict::Clean => {
+                self.last_blocker.set(None);
                 if self.has(WALL) && !self.has(CONVERTED) {
                     self.set(CONVERTED);
                     let v = self.shown_variant().unwrap_or_else(|| self.session.borrow().variant.clone());

@@ -5,10 +5,14 @@
 //! collector host names) as a CORS simple request: `fetch` with `keepalive`
 //! and a `text/plain` JSON body, so no preflight and the request survives the
 //! page being closed. A send that fails for a retryable reason is kept in
-//! localStorage (bounded) and retried on the next page load.
+//! localStorage and retried on a later page: at most `QUEUE_MAX` events,
+//! none older than a day, at most `RESEND_MAX` per page, and after a backoff
+//! stored with the queue, so a filter list that blocks the ingestion path
+//! never turns into a storm of resends.
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use js_sys::{Array, Object, Promise};
 use wasm_bindgen::prelude::*;
@@ -16,14 +20,27 @@ use wasm_bindgen::JsCast;
 use web_sys::{AbortSignal, Response};
 
 use crate::detect::{bait, request_probe, RequestProbe, REQUEST_TIMEOUT_MS};
-use crate::{dom, js};
+use crate::session::{cut, parse_u64, push_u64};
+use crate::{dom, js, probe};
 
-/// Where failed sends wait for the next page: event bodies, one per line
-/// (`JSON.stringify` never writes a raw line break).
+/// Where failed sends wait for a later page: a first line `~NEXT BACKOFF`
+/// (the time before which nothing is resent, and the last wait, in ms),
+/// then one event per line, `QUEUED_AT BODY` (`JSON.stringify` never
+/// writes a raw line break).
 const QUEUE_KEY: &str = "postern:q";
 /// Oldest events are dropped past this many: a visitor offline for a long
 /// time must not grow the page's storage without bound.
 const QUEUE_MAX: usize = 50;
+/// An event older than this is dropped rather than sent.
+const QUEUE_MAX_AGE_MS: u64 = 24 * 3600 * 1000;
+/// Events resent by one page, at most.
+const RESEND_MAX: u32 = 10;
+/// The first wait after a failed send, doubled at each failure up to `BACKOFF_MAX_MS`.
+const BACKOFF_MIN_MS: u64 = 30 * 1000;
+const BACKOFF_MAX_MS: u64 = 6 * 3600 * 1000;
+
+/// Events this page has resent so far.
+static RESENT: AtomicU32 = AtomicU32::new(0);
 
 pub const EVENTS_PATH: &str = "/v1/e";
 
@@ -41,15 +58,34 @@ pub fn join(endpoint: &str, path: &str) -> String {
 
 /// One event's JSON body, built with the browser's own JSON.
 /// A JS string: it goes to `fetch` as it is, and into Rust only if it must wait in the queue.
-pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object) -> JsValue {
+pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object, keep_utm: bool) -> JsValue {
     let o = Object::new();
     js::set_str(&o, "event_id", &dom::uuid_v4());
     js::set_str(&o, "site_id", site_id);
     js::set_str(&o, "session_id", session_id);
     js::set_str(&o, "event_type", event_type);
-    js::set_str(&o, "page_url", &dom::href());
+    js::set_str(&o, "page_url", &page_url(&dom::href(), keep_utm));
     js::set(&o, "metadata", metadata);
     js::stringify(&o)
+}
+
+/// The page's URL as it leaves the browser: without its query string and
+/// fragment (tokens, e-mail addresses and search terms live there), but with
+/// its `utm_*` parameters when the site asks for them (`keepUtm`).
+pub fn page_url(href: &str, keep_utm: bool) -> String {
+    let href = cut(href, b'#').map_or(href, |(h, _)| h);
+    let Some((base, query)) = cut(href, b'?') else { return href.into() };
+    let mut url = String::from(base);
+    let mut rest = Some(query);
+    while let Some(r) = rest {
+        let (pair, next) = cut(r, b'&').map_or((r, None), |(p, n)| (p, Some(n)));
+        if keep_utm && pair.starts_with("utm_") {
+            url.push(if url.len() == base.len() { '?' } else { '&' });
+            url.push_str(pair);
+        }
+        rest = next;
+    }
+    url
 }
 
 /// A request without cookies; with a body it is a `text/plain` POST that
@@ -81,62 +117,134 @@ pub async fn response(request: Promise) -> Option<Response> {
     value.is_object().then(|| value.unchecked_into())
 }
 
-/// Sends one event; on a retryable failure (offline, refused by the network,
-/// rate limited, a server error) it joins the queue. A 4xx is the
-/// collector refusing the event itself: resending cannot help. True when
-/// the collector answered (an event's answer never comes from a cache).
-pub async fn send(endpoint: &str, body: JsValue) -> bool {
-    let answer = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
-        Some(p) => response(p).await.map(|r| r.status()),
-        None => None,
+/// Sends one event queued at `queued_at` (now, for a new one); on a
+/// retryable failure (offline, refused by the network, rate limited, a
+/// server error) it joins the queue and the backoff grows. A 4xx is the
+/// collector refusing the event itself: resending cannot help.
+pub async fn send(endpoint: &str, body: JsValue, queued_at: f64) {
+    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
+        Some(p) => response(p).await.is_none_or(|r| matches!(r.status(), 429 | 500..=599)),
+        None => true,
     };
-    if answer.is_none_or(|s| matches!(s, 429 | 500..=599)) {
-        enqueue(&body.as_string().unwrap_or_default());
+    let stored = dom::load(QUEUE_KEY).unwrap_or_default();
+    let body = body.as_string().unwrap_or_default();
+    let mut q = Queue::parse(&stored);
+    let now = dom::now_ms() as u64;
+    if retry {
+        q.failed(now);
+        q.add(now, queued_at as u64, &body);
+    } else if q.backoff_ms == 0 {
+        // The collector takes events again; nothing to reset.
+        return;
+    } else {
+        q.backoff_ms = 0;
+        q.next_ms = 0;
     }
-    answer.is_some()
+    dom::store(QUEUE_KEY, &q.serialize());
 }
 
-fn enqueue(body: &str) {
-    dom::store(QUEUE_KEY, &queue_with(&dom::load(QUEUE_KEY).unwrap_or_default(), body));
+/// The stored retry queue.
+#[cfg_attr(test, derive(Debug, PartialEq))]
+struct Queue<'a> {
+    /// Nothing is resent before this time (ms since the epoch).
+    next_ms: u64,
+    /// The wait set at the last failure; 0 after a success.
+    backoff_ms: u64,
+    /// (queued at, event body), oldest first.
+    events: Vec<(u64, &'a str)>,
 }
 
-/// The event bodies of a stored queue (what an older SDK stored, a JSON
-/// array, is not one and is dropped).
-fn lines(queue: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = queue;
-    loop {
-        let (line, next) = crate::session::cut(rest, b'\n').map_or((rest, None), |(l, r)| (l, Some(r)));
-        if line.starts_with("{") {
-            out.push(line);
+impl<'a> Queue<'a> {
+    /// What an older SDK stored (bodies without their time) is dropped.
+    fn parse(stored: &'a str) -> Queue<'a> {
+        let mut q = Queue { next_ms: 0, backoff_ms: 0, events: Vec::new() };
+        let mut rest = Some(stored);
+        while let Some(r) = rest {
+            let (line, next) = cut(r, b'\n').map_or((r, None), |(l, n)| (l, Some(n)));
+            rest = next;
+            let Some((a, b)) = cut(line, b' ') else { continue };
+            if let Some(next) = a.strip_prefix("~") {
+                q.next_ms = parse_u64(next.as_bytes()).unwrap_or(0);
+                q.backoff_ms = parse_u64(b.as_bytes()).unwrap_or(0);
+            } else if let (Some(at), true) = (parse_u64(a.as_bytes()), b.starts_with("{")) {
+                q.events.push((at, b));
+            }
         }
-        let Some(next) = next else { return out };
-        rest = next;
+        q
+    }
+
+    fn serialize(&self) -> String {
+        let mut s = String::from("~");
+        push_u64(&mut s, self.next_ms);
+        s.push(' ');
+        push_u64(&mut s, self.backoff_ms);
+        for (at, body) in &self.events {
+            s.push('\n');
+            push_u64(&mut s, *at);
+            s.push(' ');
+            s.push_str(body);
+        }
+        s
+    }
+
+    /// Adds an event, dropping those older than a day and the oldest past `QUEUE_MAX`.
+    fn add(&mut self, now: u64, queued_at: u64, body: &'a str) {
+        self.events.push((queued_at, body));
+        self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
+        let extra = self.events.len().saturating_sub(QUEUE_MAX);
+        // `retain`, not `drain(..extra)`: a range's bounds check would bring `core::fmt`.
+        let mut i = 0;
+        self.events.retain(|_| {
+            i += 1;
+            i > extra
+        });
+    }
+
+    /// A send failed: the next resend waits twice as long as the last wait
+    /// (30 s first, 6 h at most). Failures during a wait (the page's other
+    /// events) do not lengthen it again.
+    fn failed(&mut self, now: u64) {
+        if now < self.next_ms {
+            return;
+        }
+        self.backoff_ms = (self.backoff_ms.saturating_mul(2)).clamp(BACKOFF_MIN_MS, BACKOFF_MAX_MS);
+        self.next_ms = now.saturating_add(self.backoff_ms);
+    }
+
+    /// Takes up to `budget` of the oldest events still young enough, unless
+    /// the backoff is still running.
+    fn take(&mut self, now: u64, budget: usize) -> Vec<(u64, &'a str)> {
+        if now < self.next_ms {
+            return Vec::new();
+        }
+        self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
+        let mut taken = Vec::new();
+        self.events.retain(|e| {
+            let take = taken.len() < budget;
+            if take {
+                taken.push(*e);
+            }
+            !take
+        });
+        taken
     }
 }
 
-/// The stored queue with `body` added, the oldest dropped past `QUEUE_MAX`.
-fn queue_with(queue: &str, body: &str) -> String {
-    let old = lines(queue);
-    let mut q = String::new();
-    for l in old.iter().skip((old.len() + 1).saturating_sub(QUEUE_MAX)) {
-        q.push_str(l);
-        q.push('\n');
+/// Takes what may be resent now out of storage (so two tabs do not both
+/// resend it) and hands each event body and its queue time to `f`. Events
+/// carry their `event_id`, so a copy that did arrive after all is counted once.
+pub fn take_queue(mut f: impl FnMut(&str, f64)) {
+    let Some(stored) = dom::load(QUEUE_KEY).filter(|s| !s.is_empty()) else { return };
+    let mut q = Queue::parse(&stored);
+    let budget = RESEND_MAX.saturating_sub(RESENT.load(Ordering::Relaxed));
+    let taken = q.take(dom::now_ms() as u64, budget as usize);
+    if taken.is_empty() {
+        return;
     }
-    q.push_str(body);
-    q
-}
-
-/// Takes the queue out of storage (so two tabs do not both resend it) and
-/// hands each event body to `f`. Events carry their `event_id`, so a copy
-/// that did arrive after all is counted once.
-pub fn take_queue(mut f: impl FnMut(&str)) {
-    let q = dom::load(QUEUE_KEY).unwrap_or_default();
-    if !q.is_empty() {
-        dom::store(QUEUE_KEY, "");
-    }
-    for body in lines(&q) {
-        f(body);
+    RESENT.fetch_add(taken.len() as u32, Ordering::Relaxed);
+    dom::store(QUEUE_KEY, &q.serialize());
+    for (at, body) in taken {
+        f(body, at as f64);
     }
 }
 
@@ -148,7 +256,7 @@ pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
-    take_queue(|body| {
+    take_queue(|body, _| {
         // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
         let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, body);
         if !beaconed {
@@ -157,43 +265,53 @@ pub fn flush_on_exit(endpoint: &str) {
     });
 }
 
-/// The bait request in flight, with its nonce.
+/// The probe requests in flight (the bait sets', then the control's), each
+/// with its nonce; `None` for one that could not start.
 pub struct Probe {
-    response: Promise,
+    requests: [Option<(Promise, String)>; 3],
     signal: AbortSignal,
-    nonce: String,
 }
 
-/// Requests the bait script with a fresh nonce; it gives up after
-/// `REQUEST_TIMEOUT_MS` by itself (`AbortSignal.timeout`, no Rust timer).
-pub fn start_probe(endpoint: &str) -> Option<Probe> {
-    let mut nonce = String::with_capacity(16);
-    for b in dom::random_bytes::<8>() {
-        dom::push_hex(&mut nonce, b);
-    }
-    let mut url = join(endpoint, bait::PATH);
-    url.push_str("?n=");
-    url.push_str(&nonce);
-    let init = request(None);
-    js::set_str(&init, "cache", "no-store");
+/// Requests the bait scripts and the control at the same time, each with a
+/// fresh nonce and past the HTTP cache (a cached answer would say the
+/// collector is reachable when it is not); they give up after
+/// `REQUEST_TIMEOUT_MS` by themselves (`AbortSignal.timeout`, no Rust timer).
+pub fn start_probe(endpoint: &str) -> Probe {
     let signal = AbortSignal::timeout_with_u32(REQUEST_TIMEOUT_MS);
-    js::set(&init, "signal", &signal);
-    Some(Probe { response: fetch(&url, &init)?, signal, nonce })
+    let [a, b] = bait::PATHS;
+    let requests = [a, b, bait::CONTROL_PATH].map(|path| {
+        let mut nonce = String::with_capacity(16);
+        for b in dom::random_bytes::<8>() {
+            dom::push_hex(&mut nonce, b);
+        }
+        let mut url = join(endpoint, path);
+        url.push_str("?n=");
+        url.push_str(&nonce);
+        let init = request(None);
+        js::set_str(&init, "cache", "no-store");
+        js::set(&init, "signal", &signal);
+        Some((fetch(&url, &init)?, nonce))
+    });
+    Probe { requests, signal }
 }
 
-/// What became of the bait request. `reachable` says whether the collector
-/// answered an event: if it did not, a failed bait request says
-/// nothing about blockers.
-pub async fn finish_probe(probe: Option<Probe>, reachable: bool) -> RequestProbe {
-    let Some(p) = probe else { return RequestProbe::Undecided };
-    match response(p.response).await {
-        None if p.signal.aborted() || !reachable => RequestProbe::Undecided,
-        None => RequestProbe::Blocked,
-        Some(r) => {
-            let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
-            text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &p.nonce))
-        }
+/// What became of the probe requests, together (see `detect::requests`).
+/// One loop, not three calls: each awaited call would be a copy in the wasm.
+pub async fn finish_probe(probe: Probe) -> RequestProbe {
+    let mut seen = [RequestProbe::Undecided; 3];
+    for (slot, request) in seen.iter_mut().zip(probe.requests) {
+        let Some((response_promise, nonce)) = request else { continue };
+        *slot = match response(response_promise).await {
+            None if probe.signal.aborted() => RequestProbe::Undecided,
+            None => RequestProbe::Blocked,
+            Some(r) => {
+                let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
+                text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &nonce))
+            }
+        };
     }
+    let [a, b, control] = seen;
+    crate::detect::requests([a, b], control, probe::online())
 }
 
 #[cfg(test)]
@@ -206,21 +324,80 @@ mod tests {
         assert_eq!(join("https://c.example.com", "/v1/e"), "https://c.example.com/v1/e");
     }
 
+    const MIN: u64 = 60 * 1000;
+
     #[test]
-    fn the_queue_keeps_the_newest_events_one_per_line() {
-        let one = queue_with("", "{\"n\":0}");
-        assert_eq!(one, "{\"n\":0}");
-        // What an older SDK stored (a JSON array) is dropped, not sent.
-        assert_eq!(queue_with("[\"{}\"]", "{\"n\":1}"), "{\"n\":1}");
-        let mut q = String::new();
-        for i in 0..QUEUE_MAX + 5 {
-            q = queue_with(&q, &format!("{{\"n\":{i}}}"));
+    fn the_queue_keeps_the_newest_events_of_the_last_day() {
+        let mut q = Queue::parse("");
+        let bodies: Vec<String> = (0..QUEUE_MAX + 5).map(|i| format!("{{\"n\":{i}}}")).collect();
+        for (i, b) in bodies.iter().enumerate() {
+            q.add(1000 * MIN, 1000 * MIN + i as u64, b);
         }
-        let lines = lines(&q);
-        assert_eq!(lines.len(), QUEUE_MAX);
-        assert_eq!(lines[0], "{\"n\":5}");
-        assert_eq!(lines[QUEUE_MAX - 1], format!("{{\"n\":{}}}", QUEUE_MAX + 4));
+        let stored = q.serialize();
+        let q = Queue::parse(&stored);
+        assert_eq!(q.events.len(), QUEUE_MAX);
+        assert_eq!(q.events[0].1, "{\"n\":5}");
+        assert_eq!(q.events[QUEUE_MAX - 1].1, format!("{{\"n\":{}}}", QUEUE_MAX + 4));
+
+        let mut q = Queue::parse("");
+        let now = 2000 * MIN;
+        q.add(now, now - QUEUE_MAX_AGE_MS - 1, "{\"old\":1}");
+        q.add(now, now - QUEUE_MAX_AGE_MS + 1, "{\"young\":1}");
+        assert_eq!(q.events, vec![(now - QUEUE_MAX_AGE_MS + 1, "{\"young\":1}")]);
+        // A day later, at the next page, it is dropped rather than sent.
+        assert!(q.take(now + QUEUE_MAX_AGE_MS, 10).is_empty());
+        assert!(q.events.is_empty());
     }
 
+    #[test]
+    fn what_an_older_sdk_stored_is_dropped() {
+        assert!(Queue::parse("{\"n\":1}\n[\"{}\"]").events.is_empty());
+        assert_eq!(Queue::parse("~5 7\n12 {\"n\":1}"), Queue { next_ms: 5, backoff_ms: 7, events: vec![(12, "{\"n\":1}")] });
+    }
 
+    #[test]
+    fn resends_wait_a_backoff_that_doubles_up_to_six_hours() {
+        let mut q = Queue::parse("");
+        let mut now = 1000 * MIN;
+        q.add(now, now, "{}");
+        q.failed(now);
+        assert_eq!((q.backoff_ms, q.next_ms), (30 * 1000, now + 30 * 1000));
+        // The page's other failures during the wait do not lengthen it.
+        q.failed(now + 1000);
+        assert_eq!(q.backoff_ms, 30 * 1000);
+        assert!(q.take(now + 29 * 1000, 10).is_empty(), "nothing is resent during the wait");
+        assert_eq!(q.events.len(), 1);
+        let mut waits = Vec::new();
+        for _ in 0..12 {
+            now = q.next_ms;
+            assert_eq!(q.take(now, 10).len(), 1);
+            q.add(now, now, "{}");
+            q.failed(now);
+            waits.push(q.backoff_ms / 1000);
+        }
+        assert_eq!(waits, [60, 120, 240, 480, 960, 1920, 3840, 7680, 15360, 21600, 21600, 21600]);
+    }
+
+    #[test]
+    fn a_page_resends_ten_events_at_most() {
+        let mut q = Queue::parse("");
+        let now = 1000 * MIN;
+        for i in 0..QUEUE_MAX {
+            q.add(now, now + i as u64, "{}");
+        }
+        let taken = q.take(now + MIN, RESEND_MAX as usize);
+        assert_eq!(taken.len(), 10);
+        assert_eq!(taken[0].0, now, "the oldest first");
+        assert_eq!(q.events.len(), QUEUE_MAX - 10);
+    }
+
+    #[test]
+    fn page_urls_leave_without_query_and_fragment() {
+        let href = "https://news.example/a/b?token=s3cret&utm_source=nl&q=x&utm_medium=mail#me@example.com";
+        assert_eq!(page_url(href, false), "https://news.example/a/b");
+        assert_eq!(page_url(href, true), "https://news.example/a/b?utm_source=nl&utm_medium=mail");
+        assert_eq!(page_url("https://news.example/?q=1", true), "https://news.example/");
+        assert_eq!(page_url("https://news.example/#x?utm_source=a", true), "https://news.example/");
+        assert_eq!(page_url("https://news.example/a", true), "https://news.example/a");
+    }
 }

@@ -34,12 +34,14 @@ async function startPostern({ demo = false, site = true, args = [] } = {}) {
   const db = path.join(dir, 'postern.db');
   const cli = (...a) => execFileSync(BIN, ['admin', ...a, '--db', db], { encoding: 'utf8' }).trim();
   const key = cli('create-key', '--account', 'browser-tests');
-  const child = spawn(BIN, ['serve', '--db', db, '--listen', '127.0.0.1:0', '--rate-limit-api', '0', '--rate-limit-ingest', '0', ...(demo ? ['--demo'] : []), ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  let child;
   let stderr = '';
-  child.stderr.on('data', (d) => { stderr += d; });
-  const url = await new Promise((resolve, reject) => {
+  // The same database and, on a restart, the same address: a restarted collector.
+  const serve = (listen) => new Promise((resolve, reject) => {
+    child = spawn(BIN, ['serve', '--db', db, '--listen', listen, '--rate-limit-api', '0', '--rate-limit-ingest', '0', ...(demo ? ['--demo'] : []), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stderr.on('data', (d) => { stderr += d; });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`postern did not start:\n${stderr}`)), 60000);
     child.stdout.on('data', (d) => {
@@ -49,6 +51,11 @@ async function startPostern({ demo = false, site = true, args = [] } = {}) {
     });
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`postern exited with ${code}:\n${stderr}`)); });
   });
+  const halt = async () => {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+  };
+  const url = await serve('127.0.0.1:0');
   const api = async (p, opts = {}) => {
     const res = await fetch(url + p, {
       ...opts,
@@ -74,9 +81,13 @@ async function startPostern({ demo = false, site = true, args = [] } = {}) {
     async dashboard(siteId) {
       return (await api(`/v1/analytics/sites/${siteId}/dashboard?days=1`)).metrics;
     },
+    /** Stops the collector, keeping its database, until `start()`. */
+    halt,
+    async start() {
+      await serve(new URL(url).host);
+    },
     async stop() {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
+      await halt();
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -152,18 +163,27 @@ async function screenshot(page, name) {
 
 // --- Simulated blockers (tests/filter-lists proves the real lists act on the same bait) ---
 
-/** A network blocker: the bait request fails as a blocker makes it fail. */
+/** The bait request paths of every set, as route patterns. */
+const baitRoutes = () => BAIT.sets.map((set) => `**${set.request_path}*`);
+
+/** A network blocker: the bait requests fail as a blocker makes them fail. */
 async function blockBaitRequest(page) {
-  await page.route(`**${BAIT.request_path}*`, (route) => route.abort('blockedbyclient'));
+  for (const r of baitRoutes()) await page.route(r, (route) => route.abort('blockedbyclient'));
 }
 
 async function unblockBaitRequest(page) {
-  await page.unroute(`**${BAIT.request_path}*`);
+  for (const r of baitRoutes()) await page.unroute(r);
 }
 
-/** A cosmetic filter, as EasyList's generic rules hide the bait's classes and id. */
-async function hideBaitElement(page) {
-  const selectors = [...BAIT.element.classes.map((c) => `.${c}`), `#${BAIT.element.id}`].join(',');
+/** The CSS selectors of a bait set's element (its classes and id). */
+function baitSelectors(set) {
+  return [...set.element.classes.map((c) => `.${c}`), `#${set.element.id}`];
+}
+
+/** A cosmetic filter, as EasyList's generic rules hide the bait's classes and id
+ *  (every set's, or only `sets`'). */
+async function hideBaitElement(page, sets = BAIT.sets) {
+  const selectors = sets.flatMap(baitSelectors).join(',');
   await page.addInitScript((css) => {
     const style = () => {
       const s = document.createElement('style');
@@ -248,5 +268,5 @@ async function eventually(fn, { timeout = 10000, interval = 100 } = {}) {
 
 module.exports = {
   ROOT, BAIT, startPostern, startPublisher, articlePage, launchBrowser, openPage, screenshot,
-  blockBaitRequest, unblockBaitRequest, hideBaitElement, inWall, wallOpen, waitForWall, clickInWall, wallText, eventually,
+  blockBaitRequest, unblockBaitRequest, hideBaitElement, baitSelectors, inWall, wallOpen, waitForWall, clickInWall, wallText, eventually,
 };

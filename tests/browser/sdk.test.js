@@ -86,7 +86,8 @@ test('a blocked bait request: the wall, adblock_detected with network', async (t
   await h.waitForWall(page);
   await h.screenshot(page, 'wall-network');
   const text = await h.wallText(page);
-  assert.match(text, /DNS filter/, 'network instructions');
+  assert.match(text, /request filter/, 'request-filter instructions');
+  assert.doesNotMatch(text, /DNS/, 'a first-party probe cannot see DNS blockers');
   const events = await expectEvents(site.siteId, ['pageview', 'adblock_detected', 'wall_displayed']);
   const of = (type) => events.find((e) => e.event_type === type);
   assert.equal(of('adblock_detected').metadata.blocker_type, 'network');
@@ -111,7 +112,11 @@ test('a bait element hidden by a cosmetic filter: extension', async (t) => {
 test("a blocker's stand-in script (no nonce) counts as blocked", async (t) => {
   const site = await newSite('standin', { ...wallDefaults, variants });
   const page = await h.openPage(browser, site.url, t, {
-    block: (p) => p.route(`**${h.BAIT.request_path}*`, (r) => r.fulfill({ status: 200, contentType: 'text/javascript', body: '(function(){})();' })),
+    block: async (p) => {
+      for (const set of h.BAIT.sets) {
+        await p.route(`**${set.request_path}*`, (r) => r.fulfill({ status: 200, contentType: 'text/javascript', body: '(function(){})();' }));
+      }
+    },
   });
   assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: true, blockerType: 'network' });
   await h.waitForWall(page);
@@ -121,8 +126,9 @@ test("a blocker's stand-in script (no nonce) counts as blocked", async (t) => {
 test('a collector that cannot be reached decides nothing and shows nothing', async (t) => {
   const site = await newSite('offline', { ...wallDefaults, variants });
   const page = await h.openPage(browser, site.url, t, {
-    // Everything the SDK asks the collector after loading fails, as offline.
-    block: (p) => p.route(/\/(v1|ads)\//, (r) => r.abort('internetdisconnected')),
+    // Everything the SDK asks the collector after loading fails, as offline
+    // (the control request included: it is what tells a blocker from a dead network).
+    block: (p) => p.route(/\/(v1|ads)\/|\/p\/echo\.js/, (r) => r.abort('internetdisconnected')),
   });
   assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: 'unknown' });
   assert.equal(await h.wallOpen(page), false);
@@ -376,22 +382,36 @@ test("the site's texts are shown as text: markup in them creates no element and 
   page.assertClean();
 });
 
-test('events that cannot be sent wait in storage and are sent once from the next page', async (t) => {
+test('events that cannot be sent wait in storage, and after the backoff are sent once from a later page', async (t) => {
   const site = await newSite('queue', { ...wallDefaults, variants });
   const events = /\/v1\/e$/;
   const page = await h.openPage(browser, site.url, t, { block: (p) => p.route(events, (r) => r.abort('blockedbyclient')) });
   assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
-  await h.eventually(async () => /"event_type":"pageview"/.test(await page.evaluate(() => localStorage.getItem('postern:q') || '')));
+  const stored = () => page.evaluate(() => localStorage.getItem('postern:q') || '');
+  await h.eventually(async () => /"event_type":"pageview"/.test(await stored()));
   assert.deepEqual(await postern.events(site.siteId), [], 'nothing reached the collector');
-  const queued = JSON.parse(await page.evaluate(() => localStorage.getItem('postern:q')));
+  // `~NEXT BACKOFF`, then `QUEUED_AT BODY` per event.
+  const [head, line] = (await stored()).split('\n');
+  const [next, backoff] = head.slice(1).split(' ').map(Number);
+  assert.equal(backoff, 30000, 'the first wait is 30 s');
+  assert.ok(next > Date.now() + 20000 && next <= Date.now() + 30000, `resend not before ${next}`);
+  const queued = JSON.parse(line.slice(line.indexOf(' ') + 1));
 
-  // Back online: the next page sends the queued pageview (at pagehide or at start) and its own.
+  // Back online, but within the wait: the next page sends its own pageview only.
   await page.unroute(events);
   await page.reload();
   await page.evaluate(() => window.Postern.check());
-  const got = await expectEvents(site.siteId, ['pageview', 'pageview']);
-  assert.ok(got.some((e) => e.event_id === queued.event_id), 'the queued event arrived with its own event_id');
-  assert.equal(await page.evaluate(() => localStorage.getItem('postern:q')), '', 'the queue is emptied');
+  let got = await expectEvents(site.siteId, ['pageview']);
+  assert.notEqual(got[0].event_id, queued.event_id, 'the queued event waits');
+  assert.match(await stored(), /"event_type":"pageview"/);
+
+  // Once the wait is over (its end moved to the past), the next page resends it.
+  await page.evaluate(() => localStorage.setItem('postern:q', localStorage.getItem('postern:q').replace(/^~\d+/, '~0')));
+  await page.reload();
+  await page.evaluate(() => window.Postern.check());
+  got = await expectEvents(site.siteId, ['pageview', 'pageview', 'pageview']);
+  assert.equal(got.filter((e) => e.event_id === queued.event_id).length, 1, 'the queued event arrived once with its own event_id');
+  assert.doesNotMatch(await stored(), /event_type/, 'the queue is emptied');
   page.assertClean();
 });
 

@@ -26,7 +26,7 @@ before(async () => {
   [withUblock, without] = await Promise.all([ff.launchFirefox({ ublock: true }), ff.launchFirefox()]);
   // uBlock Origin reads its lists after it starts: wait until it hides an
   // element its lists hide (the SDK's bait, alone on a page without the SDK).
-  const e = h.BAIT.element;
+  const e = h.BAIT.sets[0].element;
   pages['/probe'] = `<!doctype html><html><head><meta charset="utf-8"><title>probe</title></head><body>
 <div id="${e.id}" class="${e.classes.join(' ')}" style="width:${e.width}px;height:${e.height}px">&nbsp;</div></body></html>`;
   await ff.waitForUblock(withUblock, `${publisher.origin}/probe`, e.id);
@@ -66,8 +66,8 @@ async function countEvents(siteId, expected) {
 test(`with uBlock Origin in Firefox: blocked by an extension and the wall shown, ${LOADS} loads of ${LOADS}`, async () => {
   const site = await newSite('with-ublock');
   for (let i = 0; i < LOADS; i++) {
-    // uBlock refuses the bait request, which Firefox reports as the page's error.
-    const page = await ff.openPage(withUblock, site.url, { expected: (text) => text.includes(h.BAIT.request_path) });
+    // uBlock refuses the bait requests, which Firefox reports as the page's errors.
+    const page = await ff.openPage(withUblock, site.url, { expected: (text) => h.BAIT.sets.some((set) => text.includes(set.request_path)) });
     try {
       const verdict = await page.evaluate(() => window.Postern.check());
       assert.deepEqual(verdict, { blocked: true, blockerType: 'extension' }, `load ${i + 1}`);

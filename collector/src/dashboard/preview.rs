@@ -156,12 +156,13 @@ pub async fn preview_page(id: String, token: String, ctx: Ctx, drafts: Arc<Draft
 }
 
 /// GET /dashboard/sites/:id/wall/preview/:token/<SDK path> — the config
-/// request gets the draft, the bait request the bait; nothing else is here.
+/// request gets the draft, the probe requests (bait and control) their answer;
+/// nothing else is here.
 pub async fn sandbox_get(id: String, token: String, tail: Tail, drafts: Arc<Drafts>, q: Query) -> Result<Response, ApiError> {
     let answer = || {
         let path = tail.as_str();
-        if format!("/{path}") == crate::assets::BAIT_PATH {
-            return Ok(crate::assets::bait(q.get("n")));
+        if let Some(res) = crate::assets::probe(&format!("/{path}"), &q) {
+            return Ok(res);
         }
         let site = Uuid::parse_str(&id).map_err(|_| expired())?;
         if path != format!("v1/sdk/sites/{id}/config") {

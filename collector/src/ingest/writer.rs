@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use analytics::model::{Ack, NewEvent};
+use analytics::model::{Ack, EventType, NewEvent};
 use analytics::store::Durability;
 use analytics::write::{Group, Writer};
 use analytics::Store;
@@ -149,22 +149,27 @@ impl WriterThread {
 impl WriterHandle {
     /// Stores one event; answers once it is committed.
     pub async fn track(&self, event: NewEvent) -> Result<Ack, ApiError> {
+        let sdk_blocked = event.event_type == EventType::SdkBlocked;
         let ack = self.request(|reply| Work::Track(event, reply)).await?;
-        self.count(1, u64::from(ack.duplicate));
+        self.count(1, u64::from(ack.duplicate), u64::from(sdk_blocked && !ack.duplicate));
         Ok(ack)
     }
 
     /// Stores events; answers once they are committed.
     pub async fn ingest(&self, events: Vec<NewEvent>) -> Result<Vec<Ack>, ApiError> {
         let n = events.len() as u64;
+        let blocked: Vec<bool> = events.iter().map(|e| e.event_type == EventType::SdkBlocked).collect();
         let acks = self.request(|reply| Work::Ingest(events, reply)).await?;
-        self.count(n, acks.iter().filter(|a| a.duplicate).count() as u64);
+        let sdk_blocked = acks.iter().zip(&blocked).filter(|(a, b)| **b && !a.duplicate).count() as u64;
+        self.count(n, acks.iter().filter(|a| a.duplicate).count() as u64, sdk_blocked);
         Ok(acks)
     }
 
-    fn count(&self, ingested: u64, duplicates: u64) {
+    /// `sdk_blocked` counts events stored once (a retried copy is not counted again).
+    fn count(&self, ingested: u64, duplicates: u64, sdk_blocked: u64) {
         self.metrics.events_ingested.fetch_add(ingested, Ordering::Relaxed);
         self.metrics.events_duplicate.fetch_add(duplicates, Ordering::Relaxed);
+        self.metrics.sdk_blocked.fetch_add(sdk_blocked, Ordering::Relaxed);
     }
 
     /// Runs a change on the write connection; answers once it is committed.

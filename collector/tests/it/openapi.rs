@@ -45,13 +45,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/sites/{id}/reports/{rid}/send"),
     ("get", "/v1/sites/{id}/reports/{rid}/runs"),
     ("get", "/v1/report-runs/{run_id}"),
+    ("get", "/p/echo.js"),
     ("get", "/p/{file}"),
     ("get", "/ads/300x250-banner_300x250.js"),
+    ("get", "/ads/160x600-skyscraper_160x600.js"),
 ];
 
 /// Paths that need no key at all.
 const KEYLESS: &[&str] =
-    &["/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/v1/sdk/sites/{id}/config", "/p/{file}", "/ads/300x250-banner_300x250.js"];
+    &["/healthz", "/readyz", "/metrics", "/v1/openapi.json", "/v1/sdk/sites/{id}/config", "/p/echo.js", "/p/{file}", "/ads/300x250-banner_300x250.js", "/ads/160x600-skyscraper_160x600.js"];
 
 /// Paths that take a key with the ingest scope or a browser Origin instead.
 const INGEST: &[&str] = &["/v1/events/track", "/v1/e", "/v1/events/batch"];

@@ -77,16 +77,51 @@ fn sdk_files_are_served_cacheable_to_any_origin_or_refused_as_not_built() {
 }
 
 #[test]
-fn the_bait_script_echoes_its_nonce_and_is_never_cached() {
+fn the_bait_scripts_and_the_control_echo_their_nonce_and_are_never_cached() {
     let app = TestApp::spawn();
-    let a = app.get("/ads/300x250-banner_300x250.js?n=9f3a0c1e5b7d2a48");
-    a.expect(200);
-    assert!(a.text.contains("9f3a0c1e5b7d2a48"), "{}", a.text);
-    assert_eq!(a.header("cache-control"), Some("no-store"));
-    assert_eq!(a.header("access-control-allow-origin"), Some("*"));
-    assert_eq!(a.header("content-type"), Some("text/javascript; charset=utf-8"));
-    let b = app.get("/ads/300x250-banner_300x250.js?n=%3Cscript%3E");
-    assert!(!b.text.contains("<script>"), "{}", b.text);
+    for path in ["/ads/300x250-banner_300x250.js", "/ads/160x600-skyscraper_160x600.js", "/p/echo.js"] {
+        let a = app.get(&format!("{path}?n=9f3a0c1e5b7d2a48"));
+        a.expect(200);
+        assert!(a.text.contains("9f3a0c1e5b7d2a48"), "{path}: {}", a.text);
+        assert_eq!(a.header("cache-control"), Some("no-store"), "{path}");
+        assert_eq!(a.header("access-control-allow-origin"), Some("*"), "{path}");
+        assert_eq!(a.header("content-type"), Some("text/javascript; charset=utf-8"), "{path}");
+        let b = app.get(&format!("{path}?n=%3Cscript%3E"));
+        assert!(!b.text.contains("<script>"), "{path}: {}", b.text);
+    }
+}
+
+#[test]
+fn sdk_blocked_is_stored_counted_once_and_in_metrics() {
+    let app = TestApp::spawn();
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let metric = || {
+        let text = app.send(app.request(reqwest::Method::GET, "/metrics")).text;
+        let line = text.lines().find(|l| l.starts_with("postern_sdk_blocked_total ")).unwrap_or_else(|| panic!("no counter in:\n{text}")).to_owned();
+        line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap()
+    };
+    assert_eq!(metric(), 0);
+    // As the loader sends it: from the site's page, text/plain, with an event_id.
+    let body = json!({
+        "event_id": "0b7e4c1e-3f2a-4d5b-9c8e-1a2b3c4d5e6f", "site_id": site, "session_id": "blocked-session-1",
+        "event_type": "sdk_blocked", "page_url": "https://news.example.com/article",
+    });
+    for duplicate in [false, true] {
+        let a = app.send(
+            app.request(reqwest::Method::POST, "/v1/e")
+                .header("Origin", "https://news.example.com")
+                .header("Content-Type", "text/plain")
+                .body(body.to_string()),
+        );
+        assert!(a.status.is_success(), "{}", a.text);
+        assert_eq!(a.body["duplicate"].as_bool().unwrap_or(false), duplicate, "{}", a.text);
+    }
+    assert_eq!(metric(), 1, "a retried copy is not counted again");
+    let events = app.get(&format!("/v1/events/sites/{site}")).body;
+    assert_eq!(events["total"], 1, "{events}");
+    assert_eq!(events["events"][0]["event_type"], "sdk_blocked");
+    let m = app.dashboard(&site, "?days=1").body["metrics"].clone();
+    assert_eq!((m["sessions"].as_u64(), m["adblock_detected"].as_u64(), m["walls_displayed"].as_u64()), (Some(1), Some(0), Some(0)), "{m}");
 }
 
 #[test]

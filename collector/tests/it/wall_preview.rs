@@ -8,10 +8,16 @@ use serde_json::{json, Value};
 use crate::dashboard::{create_user, csrf, Browser};
 use crate::support::{event, id, Answer, TestApp};
 
-/// The bait path the SDK requests under its endpoint, as the filter-list test proves it.
-fn bait_path() -> String {
+/// The probe paths the SDK requests under its endpoint (each bait set's,
+/// then the control's), as the filter-list test proves them.
+fn probe_paths() -> Vec<String> {
     let bait: Value = serde_json::from_str(include_str!("../../../tests/filter-lists/bait.json")).unwrap();
-    bait["request_path"].as_str().unwrap().to_owned()
+    let sets = bait["sets"].as_array().unwrap().iter().chain([&bait["control"]]);
+    sets.map(|s| s["request_path"].as_str().unwrap().to_owned()).collect()
+}
+
+fn bait_path() -> String {
+    probe_paths().swap_remove(0)
 }
 
 /// An edited form of the default wall: a banner, a new title for `control`.
@@ -83,10 +89,12 @@ fn the_sandbox_serves_the_unsaved_draft_and_throws_events_away() {
     // The public config still serves the saved wall.
     assert_eq!(bare(&app, Method::GET, &format!("/v1/sdk/sites/{site}/config")).body["wall"], saved);
 
-    // The bait is answered as the real bait path answers it (so no blocker is imagined).
-    let bait = bare(&app, Method::GET, &format!("{url}{}?n=9f3a0c", bait_path()));
-    bait.expect(200);
-    assert!(bait.text.contains("postern bait 9f3a0c"), "{}", bait.text);
+    // The bait and the control are answered as the real paths answer them (so no blocker is imagined).
+    for path in probe_paths() {
+        let probe = bare(&app, Method::GET, &format!("{url}{path}?n=9f3a0c"));
+        probe.expect(200);
+        assert!(probe.text.contains("postern bait 9f3a0c"), "{path}: {}", probe.text);
+    }
 
     // Events are accepted and thrown away; the same event sent to the real
     // endpoint is stored, so the count below could see one.

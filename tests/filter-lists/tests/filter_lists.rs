@@ -59,8 +59,9 @@ const NEUTRAL_COLLECTOR_HOSTS: &[&str] = &["postern.example.net", "postern.daily
 /// The host name used as an example in the project's brief. EasyPrivacy keys on `collector.*`.
 const COLLECTOR_NAMED_HOST: &str = "collector.example.net";
 
-/// The filter lines (verbatim, from EasyList) that block `bait.json`'s `request_path`.
-const BAIT_PATH_RULES: &[&str] = &["/300x250-", "_300x250."];
+/// The filter lines (verbatim, from EasyList) that block each bait set's `request_path`, by set:
+/// the two sets share no rule, so one list change cannot disarm both.
+const BAIT_PATH_RULES: &[&[&str]] = &[&["/300x250-", "_300x250."], &["/160x600-", "_160x600."]];
 /// The nonce query the SDK appends to the bait request.
 const NONCE_QUERY: &str = "?n=9f86d081884c7d659a2feaa0c55ad015";
 
@@ -69,9 +70,18 @@ const OLD_DETECTOR_NAMES: &[&str] = &["adsbox", "ad-banner", "textAd", "pub_300x
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Bait {
+    /// Two independent sets: the SDK gives a verdict only when both agree.
+    sets: Vec<BaitSet>,
+    /// The neutral element and request the SDK measures beside the bait.
+    control: BaitSet,
+    postern_urls: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BaitSet {
     element: BaitElement,
     request_path: String,
-    postern_urls: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -214,36 +224,52 @@ fn cosmetic_page_urls() -> Vec<String> {
 #[test]
 fn bait_json_is_well_formed() {
     let bait = &fixture().bait;
-    let e = &bait.element;
-    assert_eq!(
-        e.tag, "div",
-        "the bait element should be a plain block element"
-    );
-    assert!(
-        !e.classes.is_empty() && !e.id.is_empty(),
-        "bait needs classes and an id"
-    );
-    assert!(
-        e.width >= 100 && e.height >= 50,
-        "the bait must have an ad-like size, got {}x{}",
-        e.width,
-        e.height
-    );
-    assert!(
-        bait.request_path.starts_with('/') && !bait.request_path.contains('?'),
-        "request_path must be a plain path"
-    );
-    for name in e.classes.iter().chain([&e.id]) {
-        for old in OLD_DETECTOR_NAMES {
-            assert!(
-                !name.eq_ignore_ascii_case(old),
-                "bait must not use the old detector name {old}"
-            );
+    assert_eq!(bait.sets.len(), 2, "two independent bait sets");
+    assert_eq!(BAIT_PATH_RULES.len(), bait.sets.len(), "rules are documented for each set");
+    for set in bait.sets.iter().chain([&bait.control]) {
+        let e = &set.element;
+        assert_eq!(
+            e.tag, "div",
+            "the bait element should be a plain block element"
+        );
+        assert!(
+            !e.classes.is_empty() && !e.id.is_empty(),
+            "bait needs classes and an id"
+        );
+        assert!(
+            e.width >= 100 && e.height >= 50,
+            "the bait must have an ad-like size, got {}x{}",
+            e.width,
+            e.height
+        );
+        assert!(
+            set.request_path.starts_with('/') && !set.request_path.contains('?'),
+            "request_path must be a plain path"
+        );
+        for name in e.classes.iter().chain([&e.id]) {
+            for old in OLD_DETECTOR_NAMES {
+                assert!(
+                    !name.eq_ignore_ascii_case(old),
+                    "bait must not use the old detector name {old}"
+                );
+            }
         }
+        assert!(
+            !set.request_path.ends_with("/ads.js"),
+            "bait must not rely on /ads.js"
+        );
+    }
+    let (a, b) = (&bait.sets[0], &bait.sets[1]);
+    assert_ne!(a.request_path, b.request_path);
+    for name in a.element.classes.iter().chain([&a.element.id]) {
+        assert!(
+            !b.element.classes.contains(name) && &b.element.id != name,
+            "the bait sets share the name {name}"
+        );
     }
     assert!(
-        !bait.request_path.ends_with("/ads.js"),
-        "bait must not rely on /ads.js"
+        bait.postern_urls.iter().any(|u| u.starts_with(&bait.control.request_path)),
+        "postern_urls lacks the control request"
     );
     for required in ["/p/v1.js", "/v1/e", "/v1/events/track", "/v1/events/batch"] {
         assert!(
@@ -266,7 +292,13 @@ fn bait_json_is_well_formed() {
 #[test]
 fn bait_element_is_hidden_by_generic_cosmetic_rules() {
     let f = fixture();
-    let e = &f.bait.element;
+    for set in &f.bait.sets {
+        bait_element_is_hidden(&set.element);
+    }
+}
+
+fn bait_element_is_hidden(e: &BaitElement) {
+    let f = fixture();
     for page in cosmetic_page_urls() {
         let res = f.engine.url_cosmetic_resources(&page);
         assert!(
@@ -321,12 +353,14 @@ fn bait_element_is_hidden_by_generic_cosmetic_rules() {
 #[test]
 fn bait_names_are_not_generically_unhidden_nor_carved_out() {
     let f = fixture();
-    let e = &f.bait.element;
-    let tokens: Vec<String> = e
-        .classes
+    let tokens: Vec<String> = f
+        .bait
+        .sets
         .iter()
-        .map(|c| format!(".{c}"))
-        .chain([format!("#{}", e.id)])
+        .flat_map(|s| {
+            let e = &s.element;
+            e.classes.iter().map(|c| format!(".{c}")).chain([format!("#{}", e.id)])
+        })
         .collect();
     for (rel, text) in &f.lists {
         for (n, line) in text.lines().enumerate() {
@@ -361,7 +395,13 @@ fn bait_names_are_not_generically_unhidden_nor_carved_out() {
 #[test]
 fn bait_request_is_blocked_first_and_third_party() {
     let f = fixture();
-    let path = &f.bait.request_path;
+    for set in &f.bait.sets {
+        bait_request_is_blocked(&set.request_path);
+    }
+}
+
+fn bait_request_is_blocked(path: &str) {
+    let f = fixture();
     for host in NEUTRAL_COLLECTOR_HOSTS
         .iter()
         .chain([&COLLECTOR_NAMED_HOST])
@@ -395,8 +435,13 @@ fn bait_request_is_blocked_first_and_third_party() {
 #[test]
 fn each_documented_bait_path_rule_blocks_on_its_own() {
     let f = fixture();
-    let path = &f.bait.request_path;
-    for rule in BAIT_PATH_RULES {
+    for (set, rules) in f.bait.sets.iter().zip(BAIT_PATH_RULES) {
+        each_rule_blocks(&set.request_path, rules);
+    }
+}
+
+fn each_rule_blocks(path: &str, rules: &[&str]) {
+    for rule in rules {
         assert_list_has_line(EASYLIST, rule);
         let mut set = FilterSet::new(true);
         set.add_filter_list(rule.to_string(), ParseOptions::default());
@@ -408,6 +453,48 @@ fn each_documented_bait_path_rule_blocks_on_its_own() {
                     assert!(
                         blocked_by(&engine, &request(&url, &source, ty)).is_some(),
                         "rule `{rule}` alone does not block {url} as {ty} {ctx}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The controls must load and show where the bait is blocked and hidden: otherwise a real
+/// blocker would read as "undecided" and never be seen.
+#[test]
+fn the_controls_are_neither_hidden_nor_blocked() {
+    let f = fixture();
+    let c = &f.bait.control;
+    for page in cosmetic_page_urls() {
+        let res = f.engine.url_cosmetic_resources(&page);
+        let sel = f.engine.hidden_class_id_selectors(&c.element.classes, [&c.element.id], &res.exceptions);
+        assert!(sel.is_empty(), "{page}: the control element is hidden by {sel:?}");
+        for sel in &res.hide_selectors {
+            for class in &c.element.classes {
+                assert_ne!(
+                    simple_attribute_selector_matches(sel, "div", "class", class),
+                    Some(true),
+                    "{page}: generic selector `{sel}` hides the control's class {class}"
+                );
+            }
+            assert_ne!(
+                simple_attribute_selector_matches(sel, "div", "id", &c.element.id),
+                Some(true),
+                "{page}: generic selector `{sel}` hides the control's id"
+            );
+        }
+    }
+    for host in NEUTRAL_COLLECTOR_HOSTS.iter().chain([&COLLECTOR_NAMED_HOST]) {
+        for query in ["", NONCE_QUERY] {
+            let url = format!("https://{host}{}{query}", c.request_path);
+            for (ctx, source, _) in contexts(host) {
+                for ty in ["script", "xmlhttprequest", "other"] {
+                    let r = f.engine.check_network_request(&request(&url, &source, ty));
+                    assert!(
+                        !r.should_block() && r.redirect.is_none() && r.rewritten_url.is_none(),
+                        "the control request {url} as {ty} {ctx} is acted on: {:?}",
+                        r.filter
                     );
                 }
             }
