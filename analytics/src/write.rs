@@ -18,6 +18,8 @@
 
 mod event_ids;
 mod index;
+#[cfg(test)]
+mod model_tests;
 mod rollups;
 mod sessions;
 
@@ -957,6 +959,42 @@ mod tests {
         drain_everything(&mut f.writer);
         f.writer.run(|_| Ok(())).unwrap();
         assert_cold_tables_hold_every_row_once(&f);
+    }
+
+    #[test]
+    fn an_event_id_deleted_while_in_the_tail_is_stored_anew_and_leaves_no_index_entry() {
+        // Found by the model-based test: the tail kept the deleted row's key,
+        // answered its retry as a duplicate and later merged it into the cold
+        // table, where nothing deleted it.
+        let mut f = fixture();
+        index_limits(&mut f.writer, 100, 100);
+        let names: Vec<String> = (0..3).map(|i| format!("t{i}")).collect();
+        send_each(&mut f, &names);
+        let mut g = f.writer.begin().unwrap();
+        g.maintain(|c| Ok(c.execute("DELETE FROM events WHERE client_event_id = 't1-event'", [])?)).unwrap();
+        g.commit().unwrap();
+        let again = f.send_full("t1-session", EventType::Pageview, at(9, 5), None, false, Some("t1-event"));
+        assert!(!again.duplicate, "the deleted event's retry is stored");
+        assert_eq!(f.count("SELECT count(*) FROM events WHERE client_event_id = 't1-event'"), 1);
+        drain_everything(&mut f.writer);
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_cold_tables_hold_every_row_once(&f);
+    }
+
+    #[test]
+    fn a_merged_session_that_retention_deletes_starts_anew_at_its_next_event() {
+        // Found by the model-based test: the merged slice's recent sessions
+        // kept the deleted row, which the next event updated in vain.
+        let mut f = fixture();
+        index_limits(&mut f.writer, 0, 100);
+        f.send("r-session", EventType::Pageview, at(9, 0), None);
+        f.send("other-session", EventType::Pageview, at(9, 0), None);
+        let mut g = f.writer.begin().unwrap();
+        g.maintain(|c| Ok(c.execute("DELETE FROM sessions WHERE session_id = 'r-session'", [])?)).unwrap();
+        g.commit().unwrap();
+        f.send("r-session", EventType::AdblockDetected, at(9, 1), None);
+        assert_eq!(f.count("SELECT count(*) FROM sessions WHERE session_id = 'r-session'"), 1);
+        assert_eq!(rollup_totals(&f.store), (3, 1), "the new session counts");
     }
 
     #[test]

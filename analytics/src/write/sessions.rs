@@ -136,6 +136,11 @@ impl Sessions {
         if !self.loaded {
             return Ok(Merged::default());
         }
+        // A recent session that retention deleted is found no more: its next
+        // event starts a new one.
+        for &(h, seq) in gone {
+            self.recent.slices[usize::from(slice_of(h))].forget(h, seq);
+        }
         self.index.before_commit(conn, first_new, gone)
     }
 

@@ -181,6 +181,17 @@ impl<V> KeyList<V> {
         }
     }
 
+    /// Removes the entry of the row with this hash and `seq`, if held.
+    pub fn forget(&mut self, h: i64, seq: i64)
+    where
+        V: super::Row,
+    {
+        if let Some(i) = self.hashes.iter().enumerate().position(|(i, &k)| k == h && self.entries[i].1.seq() == seq) {
+            self.hashes.remove(i);
+            self.entries.remove(i);
+        }
+    }
+
     pub fn first(&self) -> Option<&V> {
         self.entries.first().map(|(_, v)| v)
     }

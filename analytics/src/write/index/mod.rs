@@ -339,12 +339,16 @@ impl<V: Row> KeyIndex<V> {
     /// level into the cold table if it is over its own, and moves the marks.
     /// `first_new` is the smallest `seq` of the rows this transaction
     /// appended, if any; `gone`, keys whose rows maintenance deleted. The hot
-    /// level changes at once; the tail drops the merged slices at
-    /// [`committed`](Self::committed).
+    /// level and the tail's deleted keys change at once; the tail drops the
+    /// merged slices at [`committed`](Self::committed).
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
         // Before choosing what moves: a key that has no row must not reach
-        // the cold table, where nothing would delete it.
+        // the cold table, where nothing would delete it. Raw retention deletes
+        // events by age, which may still be in the tail (back-dated ones).
         self.hot.forget(gone);
+        for &(h, seq) in gone {
+            self.slices[usize::from(slice_of(h))].forget(h, seq);
+        }
         self.commits = self.commits.wrapping_add(1);
         let (merged, keys) = self.merge(conn)?;
         let moved = self.drain(conn, keys)?;
