@@ -47,7 +47,7 @@ fn ops() -> impl Strategy<Value = Vec<Op>> {
 
 /// Session ids: the SDK's (a lower-case UUID, held as its 16 bytes) and others.
 fn session_text(n: u8) -> String {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         format!("00000000-0000-4000-8000-{n:012x}")
     } else {
         format!("visitor-{n}")
