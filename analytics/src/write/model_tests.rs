@@ -24,7 +24,7 @@ enum Op {
     /// Retention of raw events older than this many steps ago, then of the
     /// sessions last seen before that.
     Purge(u8),
-    /// A new writer on the same store: it rebuilds its index from the marks.
+    /// The store opened again, with a new writer: it rebuilds its index from the marks.
     Restart,
 }
 
@@ -85,7 +85,7 @@ fn rows<T>(store: &Store, sql: &str, f: impl Fn(&rusqlite::Row<'_>) -> rusqlite:
 }
 
 struct Run {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     store: Store,
     writer: Writer,
     sites: [Site; 2],
@@ -102,7 +102,7 @@ impl Run {
         let mut writer = store.open_writer(Durability::Normal).unwrap();
         limits(&mut writer);
         let sites = [testing::site(&mut writer, "a.test", time(0)), testing::site(&mut writer, "b.test", time(0))];
-        Run { _dir: dir, store, writer, sites, model: Model::default(), step: 0, seen_hot: false, seen_cold: false }
+        Run { dir, store, writer, sites, model: Model::default(), step: 0, seen_hot: false, seen_cold: false }
     }
 
     fn apply(&mut self, op: &Op) -> std::result::Result<(), TestCaseError> {
@@ -111,6 +111,7 @@ impl Run {
             Op::Send(group) => self.send(group)?,
             Op::Purge(ago) => self.purge(*ago)?,
             Op::Restart => {
+                self.store = Store::open(self.dir.path().join("test.db")).unwrap();
                 self.writer = self.store.open_writer(Durability::Normal).unwrap();
                 limits(&mut self.writer);
             }
