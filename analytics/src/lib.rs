@@ -4,6 +4,9 @@
 //!
 //! Architecture invariant: this crate knows nothing of HTTP, warp or tokio.
 
+// SQLite is used through rusqlite's safe API only, as documented.
+#![forbid(unsafe_code)]
+
 pub mod ab;
 pub mod accounts;
 pub mod alerts;

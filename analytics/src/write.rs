@@ -10,23 +10,21 @@
 //! Within a group transaction the session states and rollup deltas are kept in
 //! memory and written once per distinct session and rollup row just before the
 //! commit. Sessions are appended in arrival order and found through the
-//! writer's memory or an index merged in bulk ([`tail`], [`sessions`]); client
+//! writer's memory or an index merged in bulk ([`index`], [`sessions`]); client
 //! event ids are found the same way ([`event_ids`]).
 //! Under heavy load the rollup deltas of a group may go to a journal instead,
 //! written into the rollups by a later group ([`rollups`]).
 //! What a failed savepoint or a failed commit staged is thrown away.
 
 mod event_ids;
-mod filter;
-mod hot;
-mod key;
-mod keyed;
+mod index;
+#[cfg(test)]
+mod model_tests;
 mod rollups;
 mod sessions;
-mod tail;
 
 pub(crate) use event_ids::TABLES as EVENT_ID_TABLES;
-pub(crate) use key::{register as register_index_key, sql_index_key, IndexHasher};
+pub(crate) use index::{register as register_index_key, sql_index_key, IndexHasher};
 pub(crate) use sessions::TABLES as SESSION_TABLES;
 
 use std::time::{Duration, Instant};
@@ -40,7 +38,7 @@ use crate::Result;
 use event_ids::{EventIds, Stored};
 pub(crate) use rollups::add_raw_total;
 use rollups::Deltas;
-use keyed::ByHash;
+use index::KeyMap;
 use sessions::{Known, SessionKey, Sessions};
 
 /// A country code or variant name. A session's state is copied several times
@@ -136,14 +134,14 @@ impl Writer {
     /// what only indexed keys undergo.
     #[cfg(test)]
     pub(crate) fn index_at_once(&mut self) {
-        self.sessions.tail.index_at_once();
-        self.event_ids.tail.index_at_once();
+        self.sessions.index.set_limits(0, 2, 2);
+        self.event_ids.index.set_limits(0, 2, 2);
     }
 
     /// The keys in the hot levels of the session and event id indexes (tests).
     #[cfg(test)]
     pub(crate) fn hot_entries(&self) -> [Vec<(i64, i64)>; 2] {
-        [self.sessions.tail.hot_entries(), self.event_ids.tail.hot_entries()]
+        [self.sessions.index.hot_entries(), self.event_ids.index.hot_entries()]
     }
 
     /// Runs one change in its own transaction.
@@ -166,10 +164,10 @@ struct Pending {
 /// Changes waiting to be written before the commit.
 #[derive(Default)]
 struct Staged {
-    sessions: ByHash<Pending>,
+    sessions: KeyMap<Pending>,
     deltas: Deltas,
     /// Events stored with a client event id, by (site, event id).
-    event_ids: ByHash<Stored>,
+    event_ids: KeyMap<Stored>,
 }
 
 impl Staged {
@@ -832,13 +830,8 @@ mod tests {
 
     /// Small limits, so that keys reach the hot level and the cold index table.
     fn small_index_limits(writer: &mut super::Writer, tail: usize) {
-        for t in [&mut writer.sessions.tail.max, &mut writer.event_ids.tail.max] {
-            *t = tail;
-        }
-        writer.sessions.tail.hot_max = 3;
-        writer.sessions.tail.drain_chunk = 2;
-        writer.event_ids.tail.hot_max = 2;
-        writer.event_ids.tail.drain_chunk = 1;
+        writer.sessions.index.set_limits(tail, 3, 2);
+        writer.event_ids.index.set_limits(tail, 2, 1);
     }
 
     #[test]
@@ -874,7 +867,7 @@ mod tests {
     fn the_hot_index_stays_near_its_limit_when_commits_merge_more_than_a_chunk() {
         let mut f = fixture();
         small_index_limits(&mut f.writer, 0);
-        (f.writer.sessions.tail.hot_max, f.writer.sessions.tail.drain_chunk) = (4, 1);
+        f.writer.sessions.index.set_limits(0, 4, 1);
         for commit in 0..10 {
             let events: Vec<NewEvent> = (0..6).map(|i| testing::pageview(&f.site, &format!("{commit:02x}{i}-session"), at(9, 0))).collect();
             let mut g = f.writer.begin().unwrap();
@@ -889,8 +882,8 @@ mod tests {
 
     /// [`small_index_limits`], with room for `hot` keys in each hot level.
     fn index_limits(writer: &mut super::Writer, tail: usize, hot: usize) {
-        small_index_limits(writer, tail);
-        (writer.sessions.tail.hot_max, writer.event_ids.tail.hot_max) = (hot, hot);
+        writer.sessions.index.set_limits(tail, hot, 2);
+        writer.event_ids.index.set_limits(tail, hot, 1);
     }
 
     /// Sends a pageview with a client event id in a session of its own, per name.
@@ -902,9 +895,8 @@ mod tests {
 
     /// Limits that move every key of the tail and the hot level into the cold table at the next commit.
     fn drain_everything(writer: &mut super::Writer) {
-        let (sessions, event_ids) = (&mut writer.sessions.tail, &mut writer.event_ids.tail);
-        (sessions.max, sessions.hot_max, sessions.drain_chunk) = (0, 0, 1000);
-        (event_ids.max, event_ids.hot_max, event_ids.drain_chunk) = (0, 0, 1000);
+        writer.sessions.index.set_limits(0, 0, 1000);
+        writer.event_ids.index.set_limits(0, 0, 1000);
     }
 
     /// The cold tables hold exactly one entry per session and per event, nothing else.
@@ -970,6 +962,42 @@ mod tests {
     }
 
     #[test]
+    fn an_event_id_deleted_while_in_the_tail_is_stored_anew_and_leaves_no_index_entry() {
+        // Found by the model-based test: the tail kept the deleted row's key,
+        // answered its retry as a duplicate and later merged it into the cold
+        // table, where nothing deleted it.
+        let mut f = fixture();
+        index_limits(&mut f.writer, 100, 100);
+        let names: Vec<String> = (0..3).map(|i| format!("t{i}")).collect();
+        send_each(&mut f, &names);
+        let mut g = f.writer.begin().unwrap();
+        g.maintain(|c| Ok(c.execute("DELETE FROM events WHERE client_event_id = 't1-event'", [])?)).unwrap();
+        g.commit().unwrap();
+        let again = f.send_full("t1-session", EventType::Pageview, at(9, 5), None, false, Some("t1-event"));
+        assert!(!again.duplicate, "the deleted event's retry is stored");
+        assert_eq!(f.count("SELECT count(*) FROM events WHERE client_event_id = 't1-event'"), 1);
+        drain_everything(&mut f.writer);
+        f.writer.run(|_| Ok(())).unwrap();
+        assert_cold_tables_hold_every_row_once(&f);
+    }
+
+    #[test]
+    fn a_merged_session_that_retention_deletes_starts_anew_at_its_next_event() {
+        // Found by the model-based test: the merged slice's recent sessions
+        // kept the deleted row, which the next event updated in vain.
+        let mut f = fixture();
+        index_limits(&mut f.writer, 0, 100);
+        f.send("r-session", EventType::Pageview, at(9, 0), None);
+        f.send("other-session", EventType::Pageview, at(9, 0), None);
+        let mut g = f.writer.begin().unwrap();
+        g.maintain(|c| Ok(c.execute("DELETE FROM sessions WHERE session_id = 'r-session'", [])?)).unwrap();
+        g.commit().unwrap();
+        f.send("r-session", EventType::AdblockDetected, at(9, 1), None);
+        assert_eq!(f.count("SELECT count(*) FROM sessions WHERE session_id = 'r-session'"), 1);
+        assert_eq!(rollup_totals(&f.store), (3, 1), "the new session counts");
+    }
+
+    #[test]
     fn event_ids_in_the_tail_the_hot_or_the_cold_index_are_found_after_a_restart() {
         let mut f = fixture();
         small_index_limits(&mut f.writer, 2);
@@ -1028,7 +1056,7 @@ mod tests {
         small_index_limits(&mut f.writer, 2);
         // The first lookups start the builds.
         f.send_full("warm-up-session", EventType::Pageview, at(9, 0), None, false, Some("ff-warm-up"));
-        assert!(f.writer.sessions.tail.wait_for_filter() && f.writer.event_ids.tail.wait_for_filter());
+        assert!(f.writer.sessions.index.wait_for_filter() && f.writer.event_ids.index.wait_for_filter());
         let mut second = Vec::new();
         for (i, id) in ids.iter().enumerate() {
             let again = send(&mut f, i, EventType::Pageview, id);
@@ -1054,8 +1082,8 @@ mod tests {
         // Four hash values for all keys: six sessions and six event ids share each.
         let colliding = |w: &mut super::Writer| {
             small_index_limits(w, 2);
-            w.sessions.tail.collide(2);
-            w.event_ids.tail.collide(2);
+            w.sessions.index.collide(2);
+            w.event_ids.index.collide(2);
         };
         colliding(&mut f.writer);
         let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| f.send_full(&format!("s{i}"), t, at(9, 0), None, false, Some(id));

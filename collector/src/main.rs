@@ -29,8 +29,6 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     tune_allocator();
-    // SAFETY: no thread exists yet, so nothing else uses SQLite.
-    unsafe { analytics::store::install_sqlite_extensions() };
     telemetry::init();
     let cli = cli::Cli::parse();
     let result = match cli.command {

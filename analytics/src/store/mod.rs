@@ -13,8 +13,6 @@ use crate::Result;
 
 mod backup;
 mod migrations;
-pub mod page_cache;
-pub mod wal_writes;
 
 pub use backup::{backup, Copied};
 
@@ -24,20 +22,6 @@ pub use backup::{backup, Copied};
 pub enum Durability {
     Full,
     Normal,
-}
-
-/// Installs what the store adds to SQLite itself: the page-cache wrapper
-/// ([`page_cache`]) and the VFS that writes a commit's WAL frames at once
-/// ([`wal_writes`]). Without them the store works as well, only slower.
-///
-/// # Safety
-/// Must be called before any other thread uses SQLite.
-pub unsafe fn install_sqlite_extensions() {
-    // SAFETY: the caller's guarantee, passed on.
-    unsafe {
-        page_cache::install();
-        wal_writes::install();
-    }
 }
 
 /// How many idle read connections are kept open.
@@ -117,13 +101,7 @@ pub const MAX_PROBLEMS: usize = 10;
 const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn open_write_connection(path: &Path, durability: Durability) -> Result<Connection> {
-    // At FULL every commit ends with a sync of the WAL, before which the
-    // batching VFS has written the commit's frames in one call.
-    let conn = if durability == Durability::Full && wal_writes::installed() {
-        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), wal_writes::NAME)?
-    } else {
-        Connection::open(path)?
-    };
+    let conn = Connection::open(path)?;
     // WAL lets readers run while the writer commits.
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // FULL syncs the WAL on every commit, so an acknowledged event is on disk.

@@ -1,12 +1,11 @@
 //! Client event ids already stored, so a retried event is stored and counted
-//! once: found through a [`Tail`] over `event_id_index`, whose rows are the
+//! once: found through a [`KeyIndex`] over `event_id_index`, whose rows are the
 //! events themselves (`events.seq`).
 
 use rusqlite::{params, Connection};
 use uuid::Uuid;
 
-use super::key::IndexHasher;
-use super::tail::{Key, Merged, Place, Row, Tables, Tail};
+use super::index::{IndexHasher, Key, KeyIndex, Merged, Row, Tables};
 use crate::Result;
 
 /// Event ids the tail holds before slices are merged into the index (about 5 MB).
@@ -35,7 +34,7 @@ impl Row for Stored {
 
 pub(super) struct EventIds {
     loaded: bool,
-    pub tail: Tail<Stored>,
+    pub index: KeyIndex<Stored>,
 }
 
 fn parse_id(id: &str) -> rusqlite::Result<Uuid> {
@@ -44,24 +43,24 @@ fn parse_id(id: &str) -> rusqlite::Result<Uuid> {
 
 impl EventIds {
     pub fn new(hasher: IndexHasher) -> EventIds {
-        EventIds { loaded: false, tail: Tail::new(&TABLES, hasher, TAIL_MAX) }
+        EventIds { loaded: false, index: KeyIndex::new(&TABLES, hasher, TAIL_MAX) }
     }
 
     /// The key of (site, client event id).
     pub fn key(&self, site: i64, id: &str) -> Key {
-        self.tail.key(site, id)
+        self.index.key(site, id)
     }
 
     /// The stored event with this (site, client event id), if any.
     pub fn get(&mut self, conn: &Connection, key: &Key) -> Result<Option<Stored>> {
         self.ensure_loaded(conn)?;
-        if !self.tail.may_hold(conn, key) {
+        if !self.index.may_hold(conn, key) {
             return Ok(None);
         }
-        if let Some(s) = self.tail.get(key) {
+        if let Some(s) = self.index.get(key) {
             return Ok(Some(*s));
         }
-        self.tail.indexed(conn, key, |seq| {
+        self.index.indexed(conn, key, |seq| {
             let mut stmt = conn.prepare_cached("SELECT site, client_event_id, id, received_at FROM events WHERE seq = ?1")?;
             let mut rows = stmt.query(params![seq])?;
             let Some(r) = rows.next()? else {
@@ -78,7 +77,7 @@ impl EventIds {
         if !self.loaded {
             return Ok(Merged::default());
         }
-        self.tail.before_commit(conn, first_new, gone)
+        self.index.before_commit(conn, first_new, gone)
     }
 
     /// Takes in the event ids a committed transaction stored, in `seq` order.
@@ -86,45 +85,30 @@ impl EventIds {
         if !self.loaded {
             return;
         }
-        self.tail.committed(merged, |_, mut list| {
+        self.index.committed(merged, |_, mut list| {
             list.clear();
             list
         });
         for (key, s) in stored {
-            self.tail.push(key, s);
+            self.index.push(key, s);
         }
     }
 
+    /// Forgets everything: the next use rebuilds the index from the database.
     pub fn reset(&mut self) {
         self.loaded = false;
-        self.tail.clear();
     }
 
     fn ensure_loaded(&mut self, conn: &Connection) -> Result<()> {
         if self.loaded {
             return Ok(());
         }
-        self.reset();
-        let marks = self.tail.marks(conn)?;
-        let mut stmt = conn.prepare(
+        self.index.rebuild(
+            conn,
             "SELECT seq, site, client_event_id, id, received_at FROM events
              WHERE seq > ?1 AND client_event_id IS NOT NULL ORDER BY seq",
+            |r, seq| Ok(Stored { seq, id: parse_id(r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?)?, received_ms: r.get(4)? }),
         )?;
-        let mut rows = stmt.query([marks.first_unsure()])?;
-        let mut hot = Vec::new();
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            let key = self.tail.key(r.get(1)?, r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?);
-            match marks.place(key.h, seq) {
-                Place::Tail => {
-                    let stored = Stored { seq, id: parse_id(&r.get::<_, String>(3)?)?, received_ms: r.get(4)? };
-                    self.tail.push(key, stored);
-                }
-                Place::Hot => hot.push((key.h, seq)),
-                Place::Cold => {}
-            }
-        }
-        self.tail.restore_hot(hot);
         self.loaded = true;
         Ok(())
     }

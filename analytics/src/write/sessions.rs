@@ -1,14 +1,12 @@
 //! What the writer knows of sessions, and where it finds the rest.
 //!
 //! Sessions are rows appended to `sessions` in arrival order, found by
-//! (site, session id) through a [`Tail`] over `session_index`; merged sessions
+//! (site, session id) through a [`KeyIndex`] over `session_index`; merged sessions
 //! stay in memory until their slice's next merge.
 
 use rusqlite::{params, Connection};
 
-use super::key::IndexHasher;
-use super::keyed::KeyList;
-use super::tail::{slice_of, Key, Merged, Place, Row, Tables, Tail, SLICES};
+use super::index::{slice_of, IndexHasher, Key, KeyIndex, KeyList, Merged, Row, Tables, SLICES};
 use super::{Names, SessionState};
 use crate::Result;
 
@@ -40,7 +38,7 @@ impl Row for Known {
 
 pub(super) struct Sessions {
     loaded: bool,
-    pub tail: Tail<Known>,
+    pub index: KeyIndex<Known>,
     recent: Recent,
     pub names: Names,
 }
@@ -89,7 +87,7 @@ impl Sessions {
     pub fn new(hasher: IndexHasher) -> Sessions {
         Sessions {
             loaded: false,
-            tail: Tail::new(&TABLES, hasher, TAIL_MAX),
+            index: KeyIndex::new(&TABLES, hasher, TAIL_MAX),
             recent: Recent::default(),
             names: Names::default(),
         }
@@ -97,20 +95,20 @@ impl Sessions {
 
     /// The key of (site, session id).
     pub fn key(&self, site: i64, id: &str) -> SessionKey {
-        self.tail.key(site, id)
+        self.index.key(site, id)
     }
 
     /// Finds a session: in memory, else through the index.
     pub fn get(&mut self, conn: &Connection, key: &SessionKey) -> Result<Option<Known>> {
         self.ensure_loaded(conn)?;
-        if !self.tail.may_hold(conn, key) {
+        if !self.index.may_hold(conn, key) {
             return Ok(None);
         }
-        if let Some(k) = self.tail.get(key).or_else(|| self.recent.get(key)) {
+        if let Some(k) = self.index.get(key).or_else(|| self.recent.get(key)) {
             return Ok(Some(k.clone()));
         }
         let names = &mut self.names;
-        self.tail.indexed(conn, key, |seq| {
+        self.index.indexed(conn, key, |seq| {
             let mut stmt = conn.prepare_cached(
                 "SELECT site, session_id, first_hour, device, country, variant, forced, flags FROM sessions WHERE seq = ?1",
             )?;
@@ -133,12 +131,17 @@ impl Sessions {
         })
     }
 
-    /// Merges slices of the tail into the index if it is full (see [`Tail`]).
+    /// Merges slices of the tail into the index if it is full (see [`KeyIndex`]).
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
         if !self.loaded {
             return Ok(Merged::default());
         }
-        self.tail.before_commit(conn, first_new, gone)
+        // A recent session that retention deleted is found no more: its next
+        // event starts a new one.
+        for &(h, seq) in gone {
+            self.recent.slices[usize::from(slice_of(h))].forget(h, seq);
+        }
+        self.index.before_commit(conn, first_new, gone)
     }
 
     /// Takes in what a committed transaction wrote: changed sessions (`new` when
@@ -148,11 +151,11 @@ impl Sessions {
             return;
         }
         let recent = &mut self.recent;
-        self.tail.committed(merged, |slice, list| recent.merged(slice, list));
+        self.index.committed(merged, |slice, list| recent.merged(slice, list));
         for (key, known, new) in written {
             if new {
-                self.tail.push(key, known);
-            } else if let Some(k) = self.tail.get_mut(&key) {
+                self.index.push(key, known);
+            } else if let Some(k) = self.index.get_mut(&key) {
                 *k = known;
             } else {
                 self.recent.remember(key, known);
@@ -160,10 +163,9 @@ impl Sessions {
         }
     }
 
-    /// Forgets everything: the next use rebuilds the tail from the database.
+    /// Forgets everything: the next use rebuilds the index from the database.
     pub fn reset(&mut self) {
         self.loaded = false;
-        self.tail.clear();
         self.recent.clear();
     }
 
@@ -171,36 +173,24 @@ impl Sessions {
         if self.loaded {
             return Ok(());
         }
-        self.reset();
-        let marks = self.tail.marks(conn)?;
-        let mut stmt = conn.prepare(
+        self.recent.clear();
+        let names = &mut self.names;
+        self.index.rebuild(
+            conn,
             "SELECT seq, site, session_id, first_hour, device, country, variant, forced, flags
              FROM sessions WHERE seq > ?1 ORDER BY seq",
+            |r, seq| {
+                let state = SessionState {
+                    first_hour: r.get(3)?,
+                    device: r.get(4)?,
+                    country: names.get(r.get_ref(5)?.as_str().map_err(rusqlite::Error::from)?),
+                    variant: names.get(r.get_ref(6)?.as_str().map_err(rusqlite::Error::from)?),
+                    forced: r.get(7)?,
+                    flags: r.get(8)?,
+                };
+                Ok(Known { seq, state })
+            },
         )?;
-        let mut rows = stmt.query([marks.first_unsure()])?;
-        let mut hot = Vec::new();
-        while let Some(r) = rows.next()? {
-            let seq: i64 = r.get(0)?;
-            let key = self.tail.key(r.get(1)?, r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?);
-            match marks.place(key.h, seq) {
-                Place::Tail => {}
-                Place::Hot => {
-                    hot.push((key.h, seq));
-                    continue;
-                }
-                Place::Cold => continue,
-            }
-            let state = SessionState {
-                first_hour: r.get(3)?,
-                device: r.get(4)?,
-                country: self.names.get(r.get_ref(5)?.as_str().map_err(rusqlite::Error::from)?),
-                variant: self.names.get(r.get_ref(6)?.as_str().map_err(rusqlite::Error::from)?),
-                forced: r.get(7)?,
-                flags: r.get(8)?,
-            };
-            self.tail.push(key, Known { seq, state });
-        }
-        self.tail.restore_hot(hot);
         self.loaded = true;
         Ok(())
     }
@@ -208,7 +198,7 @@ impl Sessions {
 
 #[cfg(test)]
 mod tests {
-    use super::super::keyed::KeyText;
+    use super::super::index::KeyText;
     use super::{Key, KeyList, Known, Recent, SessionState};
 
     fn key(n: i64, slice: u8) -> Key {

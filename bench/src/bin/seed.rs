@@ -17,8 +17,6 @@ use rand::{Rng, SeedableRng};
 const GROUP: usize = 1000;
 
 fn main() -> anyhow::Result<()> {
-    // SAFETY: no thread exists yet, so nothing else uses SQLite.
-    unsafe { analytics::store::install_sqlite_extensions() };
     let mut args = std::env::args().skip(1);
     let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: seed DB EVENTS DAYS"))?;
     let total: usize = args.next().unwrap_or_else(|| "1000000".into()).parse()?;

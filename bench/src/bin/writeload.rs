@@ -44,8 +44,6 @@ fn process_cpu() -> anyhow::Result<u64> {
 }
 
 fn main() -> anyhow::Result<()> {
-    // SAFETY: no thread exists yet, so nothing else uses SQLite.
-    unsafe { analytics::store::install_sqlite_extensions() };
     let mut args = std::env::args().skip(1);
     let db = args.next().ok_or_else(|| anyhow::anyhow!("usage: writeload DB EVENTS [GROUP] [busy]"))?;
     let total: usize = args.next().unwrap_or_else(|| "200000".into()).parse()?;

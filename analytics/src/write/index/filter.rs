@@ -15,6 +15,11 @@
 //! those recorded meanwhile. A filter only ever errs towards searching:
 //! deleted keys stay in it, and keys of a transaction that did not commit may
 //! be added anyway.
+//!
+//! Its bits are its own rather than a crate's (fastbloom is the blocked Bloom
+//! filter on crates.io): the keys arrive as a keyed SipHash, uniform already,
+//! which such a crate would hash again per lookup, and the bits are the small
+//! part here; building from the table beside the writer is the rest.
 
 use std::sync::mpsc;
 

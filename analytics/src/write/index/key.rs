@@ -3,8 +3,7 @@
 //!
 //! An INTEGER keeps SQLite's B-tree searches on its fast integer comparator
 //! and an index entry a third of the size of one holding the text (which the
-//! merges, moves and lookups compare at every level; BENCHMARKS.md, session
-//! 8). Two keys may share a hash, so an entry only names a candidate row:
+//! merges, moves and lookups compare at every level). Two keys may share a hash, so an entry only names a candidate row:
 //! the caller compares the row's own (site, key). The hash key is random per
 //! store, so nobody can choose ids that collide.
 

@@ -9,15 +9,15 @@
 //! key is secret, so clients cannot choose ids that crowd a map; two keys
 //! that share a hash are still told apart by their text.
 
-use std::collections::hash_map::{Entry, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+
+use hashbrown::hash_table::{Entry, HashTable};
 
 use uuid::Uuid;
 
 /// (site, key text) and the key's index hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Key {
+pub(in crate::write) struct Key {
     pub site: i64,
     pub text: KeyText,
     pub h: i64,
@@ -28,7 +28,7 @@ pub(super) struct Key {
 /// which give back the same text, instead of in an allocation of their own
 /// (two per event, made and freed by the writer).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum KeyText {
+pub(in crate::write) enum KeyText {
     Uuid(Uuid),
     Other(Arc<str>),
 }
@@ -56,94 +56,66 @@ impl KeyText {
     }
 }
 
-/// A hasher for index hashes. The map picks a bucket by the low bits of what
-/// it returns and tells entries apart by its top seven bits; an index hash's
-/// own top bits are the same for all keys of one tail slice, so a
-/// multiplication mixes them with the rest.
-#[derive(Default)]
-pub(super) struct FromIndexHash(u64);
-
-impl Hasher for FromIndexHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `i64` keys reach this hasher; fold anything else in all the same.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_i64(&mut self, h: i64) {
-        // An odd constant (2^64 / φ): a bijection, whose top bits mix all of `h`.
-        self.0 = (h as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
+/// Where a key's index hash puts it in a [`KeyMap`]: the map picks a bucket
+/// by the low bits and tells entries apart by the top seven, and an index
+/// hash's own top bits are the same for all keys of one tail slice, so a
+/// multiplication by an odd constant (2^64 / φ, a bijection) mixes them with
+/// the rest.
+fn spread(h: i64) -> u64 {
+    (h as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-/// A map by [`Key`], indexed by the key's hash.
-pub(super) struct ByHash<V> {
-    map: HashMap<i64, (Key, V), BuildHasherDefault<FromIndexHash>>,
-    /// Entries whose hash another key in `map` already has: almost never
-    /// any in a real store (tests force them).
-    clashes: Vec<(Key, V)>,
-}
+/// A map by [`Key`], placed by the key's index hash (hashbrown's
+/// [`HashTable`] takes the hash the writer already has); keys that share a
+/// hash are told apart by their site and text.
+pub(in crate::write) struct KeyMap<V>(HashTable<(Key, V)>);
 
-impl<V> Default for ByHash<V> {
+impl<V> Default for KeyMap<V> {
     fn default() -> Self {
-        ByHash { map: HashMap::default(), clashes: Vec::new() }
+        KeyMap(HashTable::new())
     }
 }
 
-impl<V> ByHash<V> {
+impl<V> KeyMap<V> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.map.len() + self.clashes.len()
+        self.0.len()
     }
 
     /// Entries the map holds room for.
     pub fn capacity(&self) -> usize {
-        self.map.capacity()
+        self.0.capacity()
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.0.is_empty()
     }
 
     pub fn get(&self, key: &Key) -> Option<&V> {
-        match self.map.get(&key.h) {
-            Some((k, v)) if k == key => Some(v),
-            Some(_) => self.clashes.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            None => None,
-        }
+        self.0.find(spread(key.h), |(k, _)| k == key).map(|(_, v)| v)
     }
 
     pub fn insert(&mut self, key: Key, value: V) {
-        match self.map.entry(key.h) {
+        match self.0.entry(spread(key.h), |(k, _)| *k == key, |(k, _)| spread(k.h)) {
+            Entry::Occupied(mut slot) => slot.get_mut().1 = value,
             Entry::Vacant(slot) => {
                 slot.insert((key, value));
             }
-            Entry::Occupied(mut slot) if slot.get().0 == key => slot.get_mut().1 = value,
-            Entry::Occupied(_) => match self.clashes.iter_mut().find(|(k, _)| *k == key) {
-                Some(clash) => clash.1 = value,
-                None => self.clashes.push((key, value)),
-            },
         }
     }
 
     pub fn clear(&mut self) {
-        self.map.clear();
-        self.clashes.clear();
+        self.0.clear();
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &V)> {
-        self.map.values().chain(&self.clashes).map(|(k, v)| (k, v))
+        self.0.iter().map(|(k, v)| (k, v))
     }
 
     /// Empties the map, keeping its memory.
     pub fn drain(&mut self) -> impl Iterator<Item = (Key, V)> + '_ {
-        self.map.drain().map(|(_, e)| e).chain(self.clashes.drain(..))
+        self.0.drain()
     }
 }
 
@@ -152,7 +124,7 @@ impl<V> ByHash<V> {
 /// (the tails' and recent sessions' maps were a tenth of the writer's
 /// samples, c042adc); the lists stay short (one tail slice's
 /// keys), and a search reads their hashes, 8 bytes a key.
-pub(super) struct KeyList<V> {
+pub(in crate::write) struct KeyList<V> {
     hashes: Vec<i64>,
     entries: Vec<(Key, V)>,
 }
@@ -209,6 +181,17 @@ impl<V> KeyList<V> {
         }
     }
 
+    /// Removes the entry of the row with this hash and `seq`, if held.
+    pub fn forget(&mut self, h: i64, seq: i64)
+    where
+        V: super::Row,
+    {
+        if let Some(i) = self.hashes.iter().enumerate().position(|(i, &k)| k == h && self.entries[i].1.seq() == seq) {
+            self.hashes.remove(i);
+            self.entries.remove(i);
+        }
+    }
+
     pub fn first(&self) -> Option<&V> {
         self.entries.first().map(|(_, v)| v)
     }
@@ -224,7 +207,7 @@ impl<V> KeyList<V> {
 
 #[cfg(test)]
 mod tests {
-    use super::{ByHash, Key, KeyList, KeyText};
+    use super::{Key, KeyList, KeyMap, KeyText};
 
     fn key(site: i64, text: &str, h: i64) -> Key {
         Key { site, text: KeyText::new(text), h }
@@ -251,7 +234,7 @@ mod tests {
 
     #[test]
     fn keys_that_share_a_hash_are_kept_apart() {
-        let mut m = ByHash::default();
+        let mut m = KeyMap::default();
         let (a, b, c) = (key(1, "a", 7), key(1, "b", 7), key(2, "a", 7));
         m.insert(a.clone(), 1);
         m.insert(b.clone(), 2);
@@ -270,7 +253,7 @@ mod tests {
 
     #[test]
     fn iteration_and_draining_see_every_entry_once() {
-        let mut m = ByHash::default();
+        let mut m = KeyMap::default();
         for i in 0..100 {
             m.insert(key(1, &i.to_string(), i % 10), i);
         }

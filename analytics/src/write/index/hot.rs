@@ -1,4 +1,4 @@
-//! The hot level of a [`Tail`](super::tail::Tail)'s index, in the writer's
+//! The hot level of a [`KeyIndex`](super::KeyIndex), in the writer's
 //! memory: `(h, seq)` pairs, sorted, per slice of the hash's top byte.
 //!
 //! The tail merges its slices into it when it grows past its limit, and the
@@ -8,7 +8,7 @@
 //! its read for the move and its delete) and the hot pages were about a
 //! quarter of a commit's (8a4b1ce). Sixteen bytes a key.
 
-use super::tail::{slice_of, SLICES};
+use super::{slice_of, SLICES};
 
 pub(super) struct Hot {
     /// Sorted `(h, seq)` pairs of each slice.

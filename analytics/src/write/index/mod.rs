@@ -1,5 +1,9 @@
-//! An index by random text key (session ids, client event ids) that does not
-//! cost a random B-tree page per new key.
+//! The index of session ids and client event ids: [`KeyIndex`], an index by
+//! random text key that does not cost a random B-tree page per new key.
+//! The writer looks keys up, pushes the keys a committed group stored, runs
+//! the merge step inside each group transaction, tells it which keys
+//! retention deleted, and rebuilds it after a restart; the levels below are
+//! this module's own.
 //!
 //! The rows themselves are appended (`seq` order). A key is found either in
 //! the writer's memory or in one of two index tables, which hold `(h, seq)`:
@@ -11,36 +15,41 @@
 //! - when the tail grows past its limit, whole *slices* of it (keys whose
 //!   hashes share their top byte, a contiguous range of the index) are merged
 //!   into the *hot* level, one slice after the other: `(h, seq)` pairs kept
-//!   sorted in memory ([`Hot`]);
+//!   sorted in memory ([`hot`]);
 //! - when the hot level holds more than its limit, its keys move on, a chunk
-//!   in key order per commit, into the *cold* table, which holds the rest.
+//!   in key order per commit, into the *cold* table, which holds the rest;
+//! - a Bloom filter of every key of the three ([`filter`]) is asked first.
 //!
 //! Why a hot level: a merge writes about one page per key once the table is
 //! far larger than the batch of keys merged into it, as the tail's slices
 //! are beside the index of a store with millions of sessions. A chunk of the
 //! hot level, many times larger than a slice, shares the cold table's pages:
-//! a fraction of a page per key instead of a page (BENCHMARKS.md).
+//! a fraction of a page per key instead of a page.
 //!
 //! Durable marks say where keys are: per slice, the largest `seq` merged; a
 //! `low` seq at or below which every row is merged; and a `cold` seq at or
-//! below which every row is in the cold table. At start-up the owner rebuilds
+//! below which every row is in the cold table. [`KeyIndex::rebuild`] rebuilds
 //! the tail from the rows above `low` that their slice's mark does not cover,
 //! and the hot level from the other rows above `cold` ([`Marks::place`]): some
 //! of them may be in the cold table already, and move there again.
 //!
 //! The tail changes only after the transaction that merged it commits, the
 //! hot level as the transaction writes; after a failed commit the owner
-//! clears both and rebuilds them.
+//! rebuilds both.
+
+mod filter;
+mod hot;
+mod key;
+mod keyed;
 
 use foldhash::HashMap;
 
 use rusqlite::{params, Connection};
 
-use super::filter::{Filter, Held};
-use super::hot::Hot;
-use super::key::IndexHasher;
-pub(super) use super::keyed::Key;
-use super::keyed::{KeyList, KeyText};
+use filter::{Filter, Held};
+use hot::Hot;
+pub(crate) use key::{register, sql_index_key, IndexHasher};
+pub(in crate::write) use keyed::{Key, KeyList, KeyMap, KeyText};
 use crate::Result;
 
 /// Commits between two moves of `low` when nothing is merged.
@@ -69,22 +78,22 @@ pub(crate) struct Tables {
 }
 
 /// Something stored in a row with this `seq`.
-pub(super) trait Row {
+pub(in crate::write) trait Row {
     fn seq(&self) -> i64;
 }
 
 /// The slice of a key: the top byte of its hash (256 slices, each a
 /// contiguous range of the index tables' order).
-pub(super) fn slice_of(h: i64) -> u16 {
+pub(in crate::write) fn slice_of(h: i64) -> u16 {
     ((h as u64) >> 56) as u16
 }
 
-pub(super) const SLICES: usize = 256;
+pub(in crate::write) const SLICES: usize = 256;
 
-pub(super) struct Tail<V> {
+pub(in crate::write) struct KeyIndex<V> {
     tables: &'static Tables,
     hasher: IndexHasher,
-    pub max: usize,
+    max: usize,
     /// The keys by slice, each slice's in `seq` order: a merge takes a
     /// slice's list whole once committed.
     slices: Vec<KeyList<V>>,
@@ -93,8 +102,8 @@ pub(super) struct Tail<V> {
     /// Commits seen, to move `low` now and then even when nothing is merged.
     commits: u32,
     hot: Hot,
-    pub hot_max: usize,
-    pub drain_chunk: usize,
+    hot_max: usize,
+    drain_chunk: usize,
     /// The last (h, seq) moved to the cold table: the next chunk follows it.
     drained_to: Option<(i64, i64)>,
     cold: Cold,
@@ -127,10 +136,10 @@ struct Cold {
 
 /// Slices of the tail merged by a transaction not yet committed.
 #[derive(Default)]
-pub(super) struct Merged(Vec<u16>);
+pub(in crate::write) struct Merged(Vec<u16>);
 
 /// What start-up needs to tell where a row's key is.
-pub(super) struct Marks {
+struct Marks {
     low: i64,
     cold: i64,
     marks: HashMap<u16, i64>,
@@ -138,7 +147,7 @@ pub(super) struct Marks {
 
 /// Where a row's key is.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Place {
+enum Place {
     Tail,
     Hot,
     Cold,
@@ -163,10 +172,10 @@ impl Marks {
     }
 }
 
-impl<V: Row> Tail<V> {
-    pub fn new(tables: &'static Tables, hasher: IndexHasher, max: usize) -> Tail<V> {
+impl<V: Row> KeyIndex<V> {
+    pub fn new(tables: &'static Tables, hasher: IndexHasher, max: usize) -> KeyIndex<V> {
         let cold = tables.cold;
-        Tail {
+        KeyIndex {
             tables,
             hasher,
             max,
@@ -226,7 +235,7 @@ impl<V: Row> Tail<V> {
         mean + 4 * mean.isqrt() + 8
     }
 
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.slices.iter_mut().for_each(KeyList::clear);
         self.cursor = 0;
         self.hot.clear();
@@ -234,7 +243,7 @@ impl<V: Row> Tail<V> {
     }
 
     /// Puts back, at start-up, rows that [`Marks::place`] placed in the hot level.
-    pub fn restore_hot(&mut self, mut rows: Vec<(i64, i64)>) {
+    fn restore_hot(&mut self, mut rows: Vec<(i64, i64)>) {
         rows.sort_unstable_by_key(|&(h, _)| slice_of(h));
         for run in rows.chunk_by_mut(|a, b| slice_of(a.0) == slice_of(b.0)) {
             self.hot.add(usize::from(slice_of(run[0].0)), run);
@@ -242,7 +251,7 @@ impl<V: Row> Tail<V> {
     }
 
     /// Reads the marks, to rebuild the tail and the hot level from the rows they do not cover.
-    pub fn marks(&self, conn: &Connection) -> Result<Marks> {
+    fn marks(&self, conn: &Connection) -> Result<Marks> {
         let t = self.tables;
         let (low, cold) = conn.query_row(&format!("SELECT seq, cold FROM {}", t.low), [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let marks = conn
@@ -252,11 +261,38 @@ impl<V: Row> Tail<V> {
         Ok(Marks { low, cold, marks })
     }
 
-    /// Merges every key at the next commit, and moves two per commit on to
-    /// the cold table (tests).
+    /// Forgets what memory holds and rebuilds the tail and the hot level from
+    /// the rows the durable marks do not cover: at start-up, and after a
+    /// failed commit. `select` reads `seq, site, key, …` of the rows with a
+    /// key whose `seq` is above `?1`, in `seq` order; `value` makes a tail
+    /// entry of such a row.
+    pub fn rebuild(&mut self, conn: &Connection, select: &str, mut value: impl FnMut(&rusqlite::Row<'_>, i64) -> Result<V>) -> Result<()> {
+        self.clear();
+        let marks = self.marks(conn)?;
+        let mut stmt = conn.prepare(select)?;
+        let mut rows = stmt.query([marks.first_unsure()])?;
+        let mut hot = Vec::new();
+        while let Some(r) = rows.next()? {
+            let seq: i64 = r.get(0)?;
+            let key = self.key(r.get(1)?, r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?);
+            match marks.place(key.h, seq) {
+                Place::Tail => {
+                    let v = value(r, seq)?;
+                    self.push(key, v);
+                }
+                Place::Hot => hot.push((key.h, seq)),
+                Place::Cold => {}
+            }
+        }
+        self.restore_hot(hot);
+        Ok(())
+    }
+
+    /// Sets the tail's and the hot level's limits and the keys moved to the
+    /// cold table per commit, small enough for tests to cross every level.
     #[cfg(test)]
-    pub fn index_at_once(&mut self) {
-        (self.max, self.hot_max, self.drain_chunk) = (0, 2, 2);
+    pub fn set_limits(&mut self, tail: usize, hot: usize, drain_chunk: usize) {
+        (self.max, self.hot_max, self.drain_chunk) = (tail, hot, drain_chunk);
     }
 
     /// Keeps only the lowest `bits` of each key's hash, so that keys collide (tests).
@@ -303,12 +339,16 @@ impl<V: Row> Tail<V> {
     /// level into the cold table if it is over its own, and moves the marks.
     /// `first_new` is the smallest `seq` of the rows this transaction
     /// appended, if any; `gone`, keys whose rows maintenance deleted. The hot
-    /// level changes at once; the tail drops the merged slices at
-    /// [`committed`](Self::committed).
+    /// level and the tail's deleted keys change at once; the tail drops the
+    /// merged slices at [`committed`](Self::committed).
     pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
         // Before choosing what moves: a key that has no row must not reach
-        // the cold table, where nothing would delete it.
+        // the cold table, where nothing would delete it. Raw retention deletes
+        // events by age, which may still be in the tail (back-dated ones).
         self.hot.forget(gone);
+        for &(h, seq) in gone {
+            self.slices[usize::from(slice_of(h))].forget(h, seq);
+        }
         self.commits = self.commits.wrapping_add(1);
         let (merged, keys) = self.merge(conn)?;
         let moved = self.drain(conn, keys)?;
