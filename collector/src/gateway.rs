@@ -136,7 +136,8 @@ where
         },
     };
 
-    if let Some(d) = decision {
+    // A batch's answer already tells what its events left of the budget.
+    if let Some(d) = decision.filter(|_| !res.headers().contains_key("x-ratelimit-remaining")) {
         d.write_headers(res.headers_mut());
     }
     if let Some(origin) = cors {

@@ -108,7 +108,7 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
     key.require(analytics::model::Scope::Ingest)?;
     let items = validate::parse_batch(&body?)?;
     let n_items = items.len();
-    ingest::charge_batch(&ctx, p.as_ref(), info, n_items)?;
+    let budget = ingest::charge_batch(&ctx, p.as_ref(), info, n_items)?;
     let mut per_site: HashMap<uuid::Uuid, u32> = HashMap::new();
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
@@ -152,7 +152,11 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let out = json!({ "accepted": n_accepted, "rejected": n_items - n_accepted, "results": results });
-    Ok(json_reply(StatusCode::CREATED, &out))
+    let mut res = json_reply(StatusCode::CREATED, &out);
+    if let Some(d) = budget {
+        d.write_headers(res.headers_mut());
+    }
+    Ok(res)
 }
 
 /// GET /v1/events/sites/:id

@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
+use crate::rate_limit::{Bucket, Decision};
 use crate::state::AppState;
 use validate::TrackInput;
 
@@ -100,7 +101,7 @@ pub async fn prepare(
 pub fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -> Result<(), ApiError> {
     let limit = state.config.rate_limit_site_events;
     for (&site, &n) in per_site {
-        if let Some(d) = state.limiter.check_n(crate::rate_limit::Bucket::SiteEvents(site), n, limit, now).filter(|d| !d.allowed) {
+        if let Some(d) = state.limiter.check_n(Bucket::SiteEvents(site), n, limit, now).filter(|d| !d.allowed) {
             state.metrics.site_events_refused.fetch_add(u64::from(n), std::sync::atomic::Ordering::Relaxed);
             return Err(ApiError::rate_limited(d.retry_after(now)));
         }
@@ -111,20 +112,24 @@ pub fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -
 /// Counts a batch's events beyond the first (which the gateway counted with
 /// the request) against the client's network and the key: the ingestion
 /// budget is in events, whatever the requests carry them in.
-pub fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &RequestInfo, events: usize) -> Result<(), ApiError> {
-    use crate::rate_limit::Bucket;
+/// Returns the stricter decision, for the answer's rate-limit headers.
+pub fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &RequestInfo, events: usize) -> Result<Option<Decision>, ApiError> {
     let extra = u32::try_from(events.saturating_sub(1)).unwrap_or(u32::MAX);
     if extra == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let (limit, now) = (state.config.rate_limit_ingest, info.received_at.timestamp());
     let buckets = info.network.map(Bucket::IngestAddress).into_iter().chain(principal.map(|p| Bucket::IngestKey(p.key.id)));
+    let mut reported: Option<Decision> = None;
     for bucket in buckets {
-        if let Some(d) = state.limiter.check_n(bucket, extra, limit, now).filter(|d| !d.allowed) {
-            return Err(ApiError::rate_limited(d.retry_after(now)));
+        if let Some(d) = state.limiter.check_n(bucket, extra, limit, now) {
+            if !d.allowed {
+                return Err(ApiError::rate_limited(d.retry_after(now)));
+            }
+            reported = Some(reported.map_or(d, |r| r.stricter(d)));
         }
     }
-    Ok(())
+    Ok(reported)
 }
 
 /// Only keyed (server-side) clients may back-date events, and only within raw retention.
