@@ -209,6 +209,12 @@ pub struct Site {
 }
 
 impl Site {
+    /// Whether the site's wall defines an A/B variant of this name.
+    pub fn has_variant(&self, name: &str) -> bool {
+        let variants = self.wall.get("variants").and_then(|v| v.as_array());
+        variants.is_some_and(|vs| vs.iter().any(|v| v.get("name").and_then(|n| n.as_str()) == Some(name)))
+    }
+
     /// The A/B variant names configured in the site's wall, in order.
     pub fn variant_names(&self) -> Vec<String> {
         self.wall

@@ -20,6 +20,18 @@ pub struct Config {
     pub rate_limit_ingest: u32,
     /// Requests per minute per key on the other endpoints; 0 disables.
     pub rate_limit_api: u32,
+    /// Requests per minute per client network for the SDK's files, the bait
+    /// script, site configs and the demo; 0 disables.
+    pub rate_limit_public_files: u32,
+    /// Events per minute per site, whatever their source; 0 disables.
+    pub rate_limit_site_events: u32,
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// How long a client gets to send a request's headers, and how long an
+    /// idle kept-alive connection stays open.
+    pub header_read_timeout: std::time::Duration,
+    /// How long a client gets to send a whole request body.
+    pub body_read_timeout: std::time::Duration,
     pub durability: Durability,
     /// How many writes may wait for the writer before ingestion answers 503.
     pub queue_capacity: usize,
@@ -60,6 +72,9 @@ pub mod limits {
     use std::ops::RangeInclusive;
 
     pub const RATE_LIMIT: RangeInclusive<u32> = 0..=10_000_000;
+    pub const MAX_CONNECTIONS: RangeInclusive<usize> = 1..=1_000_000;
+    /// Seconds; an hour is far beyond any honest client.
+    pub const READ_TIMEOUT_SECS: RangeInclusive<u64> = 1..=3600;
     pub const QUEUE_CAPACITY: RangeInclusive<usize> = 1..=1_048_576;
     pub const WORKERS: RangeInclusive<u16> = 1..=1024;
     /// A hundred years: "keep forever" in practice.
@@ -132,6 +147,21 @@ pub struct ServeArgs {
     /// API requests per minute per key; 0 disables [default: 100]
     #[arg(long, env = "POSTERN_RATE_LIMIT_API")]
     pub rate_limit_api: Option<u32>,
+    /// Requests per minute per client address for the SDK's files, the bait script, site configs and the demo; 0 disables [default: 6000]
+    #[arg(long, env = "POSTERN_RATE_LIMIT_PUBLIC_FILES")]
+    pub rate_limit_public_files: Option<u32>,
+    /// Events per minute per site (keyed or not); beyond it ingestion answers 429; 0 disables [default: 0]
+    #[arg(long, env = "POSTERN_RATE_LIMIT_SITE_EVENTS")]
+    pub rate_limit_site_events: Option<u32>,
+    /// Connections served at once; more wait to be accepted [default: 10000]
+    #[arg(long, env = "POSTERN_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Seconds a client gets to send a request's headers; also how long an idle connection is kept open [default: 10]
+    #[arg(long, env = "POSTERN_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Option<u64>,
+    /// Seconds a client gets to send a whole request body [default: 30]
+    #[arg(long, env = "POSTERN_BODY_READ_TIMEOUT")]
+    pub body_read_timeout: Option<u64>,
     /// full: every acknowledged event is synced to disk; normal: survives a process crash only [default: full]
     #[arg(long, env = "POSTERN_DURABILITY", value_parser = ["full", "normal"])]
     pub durability: Option<String>,
@@ -219,6 +249,11 @@ struct FileConfig {
     listen: Option<SocketAddr>,
     rate_limit_ingest: Option<u32>,
     rate_limit_api: Option<u32>,
+    rate_limit_public_files: Option<u32>,
+    rate_limit_site_events: Option<u32>,
+    max_connections: Option<usize>,
+    header_read_timeout: Option<u64>,
+    body_read_timeout: Option<u64>,
     durability: Option<String>,
     queue_capacity: Option<usize>,
     workers: Option<u16>,
@@ -279,6 +314,27 @@ impl Config {
             listen,
             rate_limit_ingest: within("rate_limit_ingest", args.rate_limit_ingest.or(file.rate_limit_ingest).unwrap_or(1000), limits::RATE_LIMIT)?,
             rate_limit_api: within("rate_limit_api", args.rate_limit_api.or(file.rate_limit_api).unwrap_or(100), limits::RATE_LIMIT)?,
+            rate_limit_public_files: within(
+                "rate_limit_public_files",
+                args.rate_limit_public_files.or(file.rate_limit_public_files).unwrap_or(6000),
+                limits::RATE_LIMIT,
+            )?,
+            rate_limit_site_events: within(
+                "rate_limit_site_events",
+                args.rate_limit_site_events.or(file.rate_limit_site_events).unwrap_or(0),
+                limits::RATE_LIMIT,
+            )?,
+            max_connections: within("max_connections", args.max_connections.or(file.max_connections).unwrap_or(10_000), limits::MAX_CONNECTIONS)?,
+            header_read_timeout: std::time::Duration::from_secs(within(
+                "header_read_timeout",
+                args.header_read_timeout.or(file.header_read_timeout).unwrap_or(10),
+                limits::READ_TIMEOUT_SECS,
+            )?),
+            body_read_timeout: std::time::Duration::from_secs(within(
+                "body_read_timeout",
+                args.body_read_timeout.or(file.body_read_timeout).unwrap_or(30),
+                limits::READ_TIMEOUT_SECS,
+            )?),
             durability,
             queue_capacity: within("queue_capacity", args.queue_capacity.or(file.queue_capacity).unwrap_or(8192), limits::QUEUE_CAPACITY)?,
             workers: match args.workers.or(file.workers) {
@@ -342,6 +398,13 @@ impl DeliveryConfig {
 }
 
 impl Config {
+    /// True when the browser reaches the collector over https: the public URL
+    /// says so, or a TLS-terminating proxy does (cookies get `Secure`, answers HSTS).
+    pub fn https(&self, headers: &http::HeaderMap) -> bool {
+        self.public_url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+            || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
+    }
+
     /// The time the report scheduler lives in: the system clock plus `--clock`'s offset.
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
         chrono::Utc::now() + self.clock_offset
@@ -427,6 +490,12 @@ mod tests {
             ("alert_no_data_hours", "721", "1 and 720"),
             ("alert_no_data_hours", "0", "1 and 720"),
             ("min_free_disk_mb", "1073741825", "0 and 1073741824"),
+            ("rate_limit_public_files", "10000001", "0 and 10000000"),
+            ("rate_limit_site_events", "4294967295", "0 and 10000000"),
+            ("max_connections", "0", "1 and 1000000"),
+            ("max_connections", "1000001", "1 and 1000000"),
+            ("header_read_timeout", "0", "1 and 3600"),
+            ("body_read_timeout", "3601", "1 and 3600"),
         ] {
             let err = from_file(&format!("{key} = {value}\n")).unwrap_err();
             let text = format!("{err:#}");
@@ -461,6 +530,8 @@ mod tests {
         assert!(!c.skip_integrity_check);
         assert_eq!(c.min_free_disk_bytes, 1024 * 1024 * 1024);
         assert!(c.log_client_ip);
+        assert_eq!((c.rate_limit_public_files, c.rate_limit_site_events, c.max_connections), (6000, 0, 10_000));
+        assert_eq!((c.header_read_timeout.as_secs(), c.body_read_timeout.as_secs()), (10, 30));
         let c = from_file("skip_integrity_check = true\nmin_free_disk_mb = 0\nlog_client_ip = \"off\"\n").unwrap();
         assert!(c.skip_integrity_check);
         assert_eq!(c.min_free_disk_bytes, 0);

@@ -17,7 +17,7 @@ use crate::api::events;
 use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
 use crate::ingest::RequestInfo;
-use crate::rate_limit::{Bucket, Decision};
+use crate::rate_limit::{client_network, Bucket, Decision};
 use crate::state::Ctx;
 
 /// A wall preview's limit per draft token, as a multiple of `--rate-limit-api`:
@@ -31,8 +31,11 @@ pub enum Class {
     Ingest,
     /// The key-protected API.
     Api,
-    /// Paths anyone may read (OpenAPI document, SDK files): limited per address.
+    /// Paths anyone may read (OpenAPI document): limited per address.
     Public,
+    /// What every page showing the wall loads (the SDK's files, the bait
+    /// script, the site config) and the demo: their own, larger budget per address.
+    PublicFiles,
     /// Health and metrics: never limited, so monitoring keeps working under load.
     Ops,
     /// The web dashboard: no API key, a session cookie checked by its pages;
@@ -45,6 +48,10 @@ pub fn classify(path: &str) -> Class {
         "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
         "/healthz" | "/readyz" | "/metrics" => Class::Ops,
         "/v1/openapi.json" => Class::Public,
+        p if p.starts_with("/p/") || p == crate::assets::BAIT_PATH || p == "/demo" || p.starts_with("/demo/") => Class::PublicFiles,
+        p if p.strip_prefix("/v1/sdk/sites/").and_then(|r| r.strip_suffix("/config")).is_some_and(|id| !id.contains('/')) => {
+            Class::PublicFiles
+        }
         p if p == "/dashboard" || p.starts_with("/dashboard/") => Class::Dashboard,
         p if p.starts_with("/v1/sdk/") => Class::Public,
         p if p == "/v1" || p.starts_with("/v1/") => Class::Api,
@@ -80,6 +87,7 @@ where
     let path = req.uri().path().to_owned();
     let class = classify(&path);
     let ip = client_ip(req.headers(), ctx.config.client_ip_header.as_deref(), peer);
+    let https = ctx.config.https(req.headers());
     // One clock read: the rate limits' second, and ingested events' arrival.
     let arrived = chrono::Utc::now();
     let now = arrived.timestamp();
@@ -97,7 +105,7 @@ where
     let counter = match class {
         Class::Ingest => &ctx.metrics.requests_ingest,
         Class::Api => &ctx.metrics.requests_api,
-        Class::Public | Class::Ops | Class::Dashboard => &ctx.metrics.requests_other,
+        Class::Public | Class::PublicFiles | Class::Ops | Class::Dashboard => &ctx.metrics.requests_other,
     };
     counter.fetch_add(1, Ordering::Relaxed);
 
@@ -128,12 +136,14 @@ where
         },
     };
 
-    if let Some(d) = decision {
+    // A batch's answer already tells what its events left of the budget.
+    if let Some(d) = decision.filter(|_| !res.headers().contains_key("x-ratelimit-remaining")) {
         d.write_headers(res.headers_mut());
     }
     if let Some(origin) = cors {
         write_cors(res.headers_mut(), origin);
     }
+    write_security_headers(res.headers_mut(), https);
     let status = res.status();
     if status == StatusCode::TOO_MANY_REQUESTS {
         ctx.metrics.rate_limited.fetch_add(1, Ordering::Relaxed);
@@ -183,6 +193,7 @@ enum Admission {
 async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
     let limits = (ctx.config.rate_limit_ingest, ctx.config.rate_limit_api);
     let limiter = &ctx.limiter;
+    let net = client_network(ip);
     match class {
         Class::Ops => Admission::Pass(None, None),
         Class::Dashboard => {
@@ -190,62 +201,96 @@ async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &H
             // its sandbox) counts against its live draft token: each load
             // makes about four requests, and editing reloads it often.
             let preview = crate::dashboard::preview_token(path).filter(|(site, token)| ctx.previews.is_live(*site, token));
-            let (bucket, limit) = match (preview, session_cookie(headers)) {
-                (Some((_, token)), _) => (Bucket::Preview(hash_secret(token)), limits.1.saturating_mul(PREVIEW_LIMIT_FACTOR)),
-                (None, Some(token)) => (Bucket::Session(hash_secret(token)), limits.1),
-                (None, None) => (Bucket::Public(ip), limits.1),
+            let (bucket, limit) = match preview {
+                Some((_, token)) => (Bucket::Preview(hash_secret(token)), limits.1.saturating_mul(PREVIEW_LIMIT_FACTOR)),
+                None => match live_session(ctx, headers).await {
+                    Some(session) => (Bucket::Session(session), limits.1),
+                    None => (Bucket::Public(net), limits.1),
+                },
             };
             let d = limiter.check(bucket, limit, now);
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::Public => {
-            let d = limiter.check(Bucket::Public(ip), limits.1, now);
+            let d = limiter.check(Bucket::Public(net), limits.1, now);
+            refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
+        }
+        Class::PublicFiles => {
+            let d = limiter.check(Bucket::PublicFiles(net), ctx.config.rate_limit_public_files, now);
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::Ingest => {
-            let mut d = limiter.check(Bucket::IngestAddress(ip), limits.0, now);
+            let d = limiter.check(Bucket::IngestAddress(net), limits.0, now);
             let token = match auth::bearer_token(headers) {
                 Ok(t) => t,
-                Err(e) => return failed_auth(ctx, ip, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e),
             };
-            if let Some(token) = token {
-                let per_key = limiter.check(Bucket::IngestKey(hash_secret(token)), limits.0, now);
-                d = match (d, per_key) {
-                    (Some(a), Some(b)) => Some(a.stricter(b)),
-                    (a, b) => a.or(b),
-                };
-            }
             if let Some(refusal) = refuse_if_over(d, now) {
                 return refusal;
             }
             if method == Method::OPTIONS {
                 return Admission::Preflight(d);
             }
-            match token {
-                None => Admission::Pass(d, None),
-                Some(token) => match auth::authenticate(ctx, token).await {
-                    Ok(p) => Admission::Pass(d, Some(p)),
-                    Err(e) => failed_auth(ctx, ip, now, e),
-                },
+            let Some(token) = token else {
+                return match keyless_refusal(path, headers) {
+                    Some(e) => failed_auth(ctx, net, now, e),
+                    None => Admission::Pass(d, None),
+                };
+            };
+            match auth::authenticate(ctx, token).await {
+                Ok(p) => {
+                    // Only a verified key gets a bucket: made-up tokens cannot grow the table.
+                    let per_key = limiter.check(Bucket::IngestKey(p.key.id), limits.0, now);
+                    let d = match (d, per_key) {
+                        (Some(a), Some(b)) => Some(a.stricter(b)),
+                        (a, b) => a.or(b),
+                    };
+                    refuse_if_over(d, now).unwrap_or(Admission::Pass(d, Some(p)))
+                }
+                Err(e) => failed_auth(ctx, net, now, e),
             }
         }
         Class::Api => {
             let token = match auth::bearer_token(headers) {
                 Ok(Some(t)) => t,
                 Ok(None) => {
-                    return failed_auth(ctx, ip, now, ApiError::unauthenticated("required", "an API key is required: Authorization: Bearer <API key>"))
+                    return failed_auth(ctx, net, now, ApiError::unauthenticated("required", "an API key is required: Authorization: Bearer <API key>"))
                 }
-                Err(e) => return failed_auth(ctx, ip, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e),
             };
             match auth::authenticate(ctx, token).await {
                 Ok(p) => {
                     let d = limiter.check(Bucket::Key(p.key.id), limits.1, now);
                     refuse_if_over(d, now).unwrap_or(Admission::Pass(d, Some(p)))
                 }
-                Err(e) => failed_auth(ctx, ip, now, e),
+                Err(e) => failed_auth(ctx, net, now, e),
             }
         }
     }
+}
+
+/// Why an ingestion request without a key is refused before its body is
+/// read: a batch is for servers, which hold keys; and `Origin: null` (a
+/// sandboxed frame, a `file:` page, or a forger) names no site at all, so its
+/// page URL, which anyone can write, must not speak for it.
+fn keyless_refusal(path: &str, headers: &HeaderMap) -> Option<ApiError> {
+    if events::ingest_route(path) == Some(events::IngestRoute::Batch) {
+        return Some(ApiError::unauthenticated("required", "POST /v1/events/batch needs an API key with the ingest scope: Authorization: Bearer <API key>"));
+    }
+    if headers.get(http::header::ORIGIN).is_some_and(|o| o.as_bytes().eq_ignore_ascii_case(b"null")) {
+        return Some(ApiError::unauthenticated("origin_null", "events from an opaque origin (Origin: null) need an API key with the ingest scope"));
+    }
+    None
+}
+
+/// The hash of the session cookie's token when it names a live session: only
+/// then does the dashboard count requests per session (else per address), so
+/// made-up cookies cannot grow the limiter's table.
+async fn live_session(ctx: &Ctx, headers: &HeaderMap) -> Option<[u8; 32]> {
+    let token = session_cookie(headers).filter(|t| t.len() <= 128)?.to_owned();
+    let now = chrono::Utc::now();
+    let hash = hash_secret(&token);
+    ctx.read(move |c| analytics::web_sessions::find(c, &token, now)).await.ok().flatten().map(|_| hash)
 }
 
 /// The dashboard's session token, if the request carries one.
@@ -261,11 +306,11 @@ fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Failed authentication is limited per address, so keys cannot be guessed at speed.
-fn failed_auth(ctx: &Ctx, ip: IpAddr, now: i64, err: ApiError) -> Admission {
+fn failed_auth(ctx: &Ctx, net: IpAddr, now: i64, err: ApiError) -> Admission {
     if err.status.is_server_error() {
         return Admission::Refuse(None, err);
     }
-    let d = ctx.limiter.check(Bucket::FailedAuth(ip), ctx.config.rate_limit_api, now);
+    let d = ctx.limiter.check(Bucket::FailedAuth(net), ctx.config.rate_limit_api, now);
     refuse_if_over(d, now).unwrap_or(Admission::Refuse(d, err))
 }
 
@@ -282,6 +327,16 @@ async fn cors_origin(ctx: &Ctx, origin: &Origin, headers: &HeaderMap) -> Option<
         return headers.get(http::header::ORIGIN).cloned();
     }
     None
+}
+
+/// On every answer: browsers must not guess a type other than the one sent
+/// (an uploaded or echoed text run as script); and over https, they must not
+/// come back over plain http for a year.
+fn write_security_headers(headers: &mut HeaderMap, https: bool) {
+    headers.insert(http::header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    if https {
+        headers.insert(http::header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static("max-age=31536000"));
+    }
 }
 
 fn write_cors(headers: &mut HeaderMap, origin: HeaderValue) {
@@ -324,10 +379,13 @@ mod tests {
         assert_eq!(classify("/dashboard/"), Class::Dashboard);
         assert_eq!(classify("/dashboard/sites/x"), Class::Dashboard);
         assert_eq!(classify("/dashboardx"), Class::Public);
-        // The SDK's files, its bait script and the demo site: no key, the public limit.
-        assert_eq!(classify("/p/v1.js"), Class::Public);
-        assert_eq!(classify("/ads/300x250-banner_300x250.js"), Class::Public);
-        assert_eq!(classify("/demo/"), Class::Public);
+        // The SDK's files, its bait script, site configs and the demo site: their own budget.
+        assert_eq!(classify("/p/v1.js"), Class::PublicFiles);
+        assert_eq!(classify(crate::assets::BAIT_PATH), Class::PublicFiles);
+        assert_eq!(classify("/demo/"), Class::PublicFiles);
+        assert_eq!(classify("/v1/sdk/sites/abc/config"), Class::PublicFiles);
+        assert_eq!(classify("/v1/sdk/sites/abc/config/x"), Class::Public);
+        assert_eq!(classify("/ads/other.js"), Class::Public);
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod auth;
 mod cli;
 mod compression;
 mod config;
+mod connections;
 mod dashboard;
 mod demo;
 mod delivery;

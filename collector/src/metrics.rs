@@ -13,6 +13,8 @@ pub struct Metrics {
     pub responses_4xx: AtomicU64,
     pub responses_5xx: AtomicU64,
     pub rate_limited: AtomicU64,
+    /// Events refused because their site was over `--rate-limit-site-events`.
+    pub site_events_refused: AtomicU64,
     pub events_ingested: AtomicU64,
     pub events_duplicate: AtomicU64,
     /// `sdk_blocked` events stored: pages where a blocker stopped the SDK's own files.
@@ -78,6 +80,12 @@ impl Metrics {
             ],
         );
         metric("postern_rate_limited_total", "counter", "Requests refused with 429.", &[("", get(&self.rate_limited) as f64)]);
+        metric(
+            "postern_site_events_refused_total",
+            "counter",
+            "Events refused because their site was over its events-a-minute ceiling.",
+            &[("", get(&self.site_events_refused) as f64)],
+        );
         metric("postern_events_ingested_total", "counter", "Events acknowledged.", &[("", get(&self.events_ingested) as f64)]);
         metric(
             "postern_events_duplicate_total",

@@ -1,34 +1,71 @@
 //! Fixed-window rate limits (DESIGN §5.4): a window of 60 seconds starts at a
-//! bucket's first request; request `limit + 1` of a window is refused.
+//! bucket's first request; a request that would take a window past its limit
+//! is refused.
+//!
+//! Memory is bounded whatever clients send: buckets are only made for what
+//! the server verified (a key id, a live session or draft) or for the
+//! client's network, never for a presented token. The windows live in
+//! [`SHARDS`] shards, each keeping two generations: a window touched goes to
+//! the current one, and every [`WINDOW_SECS`] the previous generation (all
+//! expired by then) is dropped, so expired windows go without a scan. A shard
+//! that reaches its share of [`MAX_WINDOWS`] drops its older generation early.
 
+use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::hash::BuildHasher;
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use http::HeaderMap;
 use uuid::Uuid;
 
 pub const WINDOW_SECS: i64 = 60;
-/// Expired windows are swept when the table grows past this many entries.
-const SWEEP_AT: usize = 50_000;
+/// Independent locks, so requests on two cores rarely wait for each other.
+const SHARDS: usize = 16;
+/// The most windows kept in all: about 100 bytes each, a few MB at most.
+pub const MAX_WINDOWS: usize = 65_536;
+const SHARD_CAP: usize = MAX_WINDOWS / SHARDS;
 
-/// Who a request is counted against.
+/// The network a client address is counted as: an IPv4 address itself, an
+/// IPv6 address by its /64 (the block one subscriber usually holds whole, so
+/// hopping addresses inside it gains nothing). Every limit keyed by address
+/// uses it.
+pub fn client_network(addr: IpAddr) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => addr,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let [a, b, c, d, ..] = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
+/// Who a request is counted against. Address buckets hold a
+/// [`client_network`]; the others something the server verified.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Bucket {
-    /// Ingestion (and the public SDK paths) per client address.
+    /// Events (and ingestion requests) per client network.
     IngestAddress(IpAddr),
-    /// Ingestion per presented key (its SHA-256).
-    IngestKey([u8; 32]),
-    /// The API per key.
+    /// Events per verified API key.
+    IngestKey(Uuid),
+    /// The API per verified key.
     Key(Uuid),
-    /// Requests that failed authentication, per address.
+    /// Requests that failed authentication, per network.
     FailedAuth(IpAddr),
-    /// Unauthenticated, non-ingestion paths per address.
+    /// Unauthenticated, non-ingestion paths per network.
     Public(IpAddr),
-    /// The dashboard per session (the SHA-256 of its cookie's token).
+    /// The SDK's files, the bait script, site configs and the demo, per network.
+    PublicFiles(IpAddr),
+    /// The dashboard per live session (the SHA-256 of its cookie's token).
     Session([u8; 32]),
-    /// A wall preview's page and sandbox per draft token (its SHA-256).
+    /// A wall preview's page and sandbox per live draft token (its SHA-256).
     Preview([u8; 32]),
+    /// Events per site, for the optional per-site ceiling.
+    SiteEvents(Uuid),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,29 +108,89 @@ struct Window {
 }
 
 #[derive(Debug, Default)]
+struct Shard {
+    current: HashMap<Bucket, Window>,
+    /// Windows not touched since the last swap; all expired by the next one.
+    previous: HashMap<Bucket, Window>,
+    swapped_at: i64,
+}
+
+impl Shard {
+    fn len(&self) -> usize {
+        self.current.len() + self.previous.len()
+    }
+
+    /// The bucket's live window, made (at count 0) if it has none.
+    fn window(&mut self, bucket: Bucket, now: i64, evicted: &AtomicU64) -> &mut Window {
+        if now >= self.swapped_at + WINDOW_SECS {
+            self.previous = std::mem::take(&mut self.current);
+            self.swapped_at = now;
+        }
+        if !self.current.contains_key(&bucket) {
+            let carried = self.previous.remove(&bucket).filter(|w| now < w.start + WINDOW_SECS);
+            if carried.is_none() && self.len() >= SHARD_CAP {
+                // Full: the older generation goes first, then the current one
+                // becomes the older (its windows are still found until the next eviction).
+                if self.previous.is_empty() {
+                    self.previous = std::mem::take(&mut self.current);
+                } else {
+                    evicted.fetch_add(self.previous.len() as u64, Ordering::Relaxed);
+                    self.previous.clear();
+                }
+            }
+            self.current.insert(bucket.clone(), carried.unwrap_or(Window { start: now, count: 0 }));
+        }
+        let w = self.current.get_mut(&bucket).expect("inserted above");
+        if now >= w.start + WINDOW_SECS {
+            *w = Window { start: now, count: 0 };
+        }
+        w
+    }
+}
+
+#[derive(Debug)]
 pub struct RateLimiter {
-    windows: Mutex<HashMap<Bucket, Window>>,
+    shards: Vec<Mutex<Shard>>,
+    hasher: RandomState,
+    evicted: AtomicU64,
+}
+
+impl Default for RateLimiter {
+    fn default() -> RateLimiter {
+        RateLimiter { shards: (0..SHARDS).map(|_| Mutex::default()).collect(), hasher: RandomState::new(), evicted: AtomicU64::new(0) }
+    }
 }
 
 impl RateLimiter {
     /// Counts one request against `bucket`; `None` when `limit` is 0 (disabled).
     pub fn check(&self, bucket: Bucket, limit: u32, now: i64) -> Option<Decision> {
+        self.check_n(bucket, 1, limit, now)
+    }
+
+    /// Counts `n` units (events of a batch) against `bucket`: all of them, or
+    /// none when they would take the window past `limit`.
+    pub fn check_n(&self, bucket: Bucket, n: u32, limit: u32, now: i64) -> Option<Decision> {
         if limit == 0 {
             return None;
         }
-        let mut windows = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        if windows.len() >= SWEEP_AT {
-            windows.retain(|_, w| now < w.start + WINDOW_SECS);
-        }
-        let w = windows.entry(bucket).or_insert(Window { start: now, count: 0 });
-        if now >= w.start + WINDOW_SECS {
-            *w = Window { start: now, count: 0 };
-        }
-        let allowed = w.count < limit;
+        let shard = &self.shards[self.hasher.hash_one(&bucket) as usize % SHARDS];
+        let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let w = shard.window(bucket, now, &self.evicted);
+        let allowed = n <= limit - w.count;
         if allowed {
-            w.count += 1;
+            w.count += n;
         }
         Some(Decision { allowed, limit, remaining: limit - w.count, reset: w.start + WINDOW_SECS })
+    }
+
+    /// How many windows are kept now (for `/metrics`).
+    pub fn windows(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).len()).sum()
+    }
+
+    /// Windows dropped early because the limiter was full, since start.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 }
 
@@ -140,5 +237,55 @@ mod tests {
         assert_eq!(b.stricter(a), b);
         assert_eq!(a.stricter(c), c);
         assert_eq!(c.stricter(a), c);
+    }
+
+    #[test]
+    fn a_batch_counts_all_its_units_or_none() {
+        let rl = RateLimiter::default();
+        assert!(rl.check_n(Bucket::Public(ip()), 8, 10, 0).unwrap().allowed);
+        let d = rl.check_n(Bucket::Public(ip()), 3, 10, 0).unwrap();
+        assert!(!d.allowed);
+        assert_eq!(d.remaining, 2, "a refused batch takes nothing");
+        assert!(rl.check_n(Bucket::Public(ip()), 2, 10, 0).unwrap().allowed);
+    }
+
+    #[test]
+    fn ipv6_clients_are_counted_per_64_and_mapped_ipv4_as_ipv4() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_network(a), client_network(b));
+        assert_ne!(client_network(a), client_network(c));
+        assert_eq!(client_network("::ffff:192.0.2.7".parse().unwrap()), "192.0.2.7".parse::<IpAddr>().unwrap());
+        assert_eq!(client_network(ip()), ip());
+    }
+
+    #[test]
+    fn expired_windows_go_with_the_second_swap_and_live_ones_are_kept() {
+        let rl = RateLimiter::default();
+        let site = |i: u32| Bucket::SiteEvents(Uuid::from_u128(i.into()));
+        for i in 0..1000 {
+            rl.check(site(i), 5, 0);
+        }
+        assert_eq!(rl.windows(), 1000);
+        assert_eq!(rl.check(Bucket::Public(ip()), 5, 60).unwrap().reset, 120);
+        for i in 1000..2000 {
+            rl.check(site(i), 5, 70);
+        }
+        assert_eq!(rl.check(Bucket::Public(ip()), 5, 100).unwrap().remaining, 3, "a live window survives a swap");
+        for i in 2000..3000 {
+            rl.check(site(i), 5, 140);
+        }
+        assert_eq!(rl.windows(), 2001, "the windows of second 0 are gone without a sweep");
+    }
+
+    #[test]
+    fn the_table_never_holds_more_than_its_cap() {
+        let rl = RateLimiter::default();
+        for i in 0..(MAX_WINDOWS as u128 * 3) {
+            rl.check(Bucket::SiteEvents(Uuid::from_u128(i)), 5, 0);
+        }
+        assert!(rl.windows() <= MAX_WINDOWS, "{}", rl.windows());
+        assert!(rl.evicted() > 0);
     }
 }

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -18,7 +17,7 @@ use crate::ingest::writer;
 use crate::metrics::Metrics;
 use crate::rate_limit::RateLimiter;
 use crate::state::AppState;
-use crate::{api, delivery, demo, gateway, jobs, storage, telemetry};
+use crate::{api, connections, delivery, demo, gateway, jobs, storage, telemetry};
 
 /// How long open connections get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -29,6 +28,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     let (writer, writer_thread) = writer::start(&store, config.durability, config.queue_capacity, metrics.clone())
         .context("starting the writer")?;
+    connections::raise_open_files_limit(config.max_connections);
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -61,33 +61,21 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::future::Future<Output = ()>) {
     let routes = api::routes(ctx.clone());
     let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // While a request waits (an event for its commit), hyper would read the
-    // socket to notice a client gone mid-request and cancel the handler:
-    // a system call per request, and a fresh 8 KB read buffer, as the
-    // waiting request still holds views into the old one (BENCHMARKS.md,
-    // session 16). A client that leaves is noticed when its answer is
-    // written instead; an event queued for the writer is stored either way.
-    builder.http1().half_close(true);
+    let builder = connections::builder(&ctx.config);
+    let body_timeout = ctx.config.body_read_timeout;
+    let acceptor = connections::Acceptor::new(listener, ctx.config.max_connections);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let (stream, peer, permit) = tokio::select! {
+            accepted = acceptor.accept() => accepted,
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
         let service = {
             let (ctx, routes) = (ctx.clone(), routes.clone());
-            hyper::service::service_fn(move |req| {
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (ctx, routes) = (ctx.clone(), routes.clone());
+                let req = req.map(|body| connections::Deadline::new(body, body_timeout));
                 async move { Ok::<_, Infallible>(gateway::handle(ctx, routes, peer, req).await) }
             })
         };
@@ -96,9 +84,10 @@ async fn serve(listener: TcpListener, ctx: Arc<AppState>, shutdown: impl std::fu
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, peer = telemetry::client_addr(peer), "connection ended with an error");
             }
+            drop(permit);
         });
     }
-    drop(listener);
+    drop(acceptor);
     if tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await.is_err() {
         tracing::warn!("connections still open after {SHUTDOWN_GRACE:?}; closing them");
     }

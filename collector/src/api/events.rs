@@ -6,6 +6,7 @@
 //! chain, body stream and request extensions cost about a fifth of the
 //! instructions an event took on the HTTP threads (BENCHMARKS.md).
 
+use std::collections::HashMap;
 use std::fmt::Display;
 
 use analytics::model::{iso, EventType, Scope};
@@ -87,7 +88,9 @@ where
 /// POST /v1/events/track (and its alias POST /v1/e)
 async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     let input = validate::parse_track(&body?)?;
+    let site = input.site_id;
     let event = ingest::prepare(&ctx, p.as_ref(), info, &mut SiteCache::default(), input).await?;
+    ingest::charge_sites(&ctx, &HashMap::from([(site, 1)]), info.received_at.timestamp())?;
     let ack = ctx.writer.track(event).await?;
     Ok(ack_reply(&ack))
 }
@@ -97,23 +100,31 @@ async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
 /// Each event is validated on its own; the accepted ones are stored in one
 /// write, and the answer lists every event's outcome in order.
 async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
-    // A key that may not ingest is refused as a whole, not item by item.
-    if let Some(p) = &p {
-        p.require(analytics::model::Scope::Ingest)?;
-    }
+    // A key that may not ingest is refused as a whole, not item by item (the
+    // gateway refuses a batch without a key).
+    let Some(key) = &p else {
+        return Err(ApiError::unauthenticated("required", "POST /v1/events/batch needs an API key with the ingest scope"));
+    };
+    key.require(analytics::model::Scope::Ingest)?;
     let items = validate::parse_batch(&body?)?;
     let n_items = items.len();
+    let budget = ingest::charge_batch(&ctx, p.as_ref(), info, n_items)?;
+    let mut per_site: HashMap<uuid::Uuid, u32> = HashMap::new();
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
     let mut accepted = Vec::new();
     let mut accepted_at = Vec::new();
     for (index, item) in items.into_iter().enumerate() {
         let outcome = match item {
-            Ok(input) => ingest::prepare(&ctx, p.as_ref(), info, &mut cache, input).await,
+            Ok(input) => {
+                let site = input.site_id;
+                ingest::prepare(&ctx, p.as_ref(), info, &mut cache, input).await.map(|e| (site, e))
+            }
             Err(e) => Err(e),
         };
         match outcome {
-            Ok(event) => {
+            Ok((site, event)) => {
+                *per_site.entry(site).or_default() += 1;
                 accepted_at.push(results.len());
                 accepted.push(event);
                 results.push(json!({ "index": index }));
@@ -129,6 +140,7 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let n_accepted = accepted.len();
+    ingest::charge_sites(&ctx, &per_site, info.received_at.timestamp())?;
     if !accepted.is_empty() {
         let acks = ctx.writer.ingest(accepted).await?;
         for (slot, ack) in accepted_at.into_iter().zip(acks) {
@@ -140,7 +152,11 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let out = json!({ "accepted": n_accepted, "rejected": n_items - n_accepted, "results": results });
-    Ok(json_reply(StatusCode::CREATED, &out))
+    let mut res = json_reply(StatusCode::CREATED, &out);
+    if let Some(d) = budget {
+        d.write_headers(res.headers_mut());
+    }
+    Ok(res)
 }
 
 /// GET /v1/events/sites/:id

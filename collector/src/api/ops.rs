@@ -58,6 +58,13 @@ pub async fn metrics(ctx: Ctx) -> Result<Response, ApiError> {
         }
         Err(e) => tracing::warn!(error = %e, "cannot read the database's free space"),
     }
+    let _ = write!(
+        text,
+        "# HELP postern_rate_limit_windows Rate-limit windows kept in memory.\n# TYPE postern_rate_limit_windows gauge\npostern_rate_limit_windows {}\n\
+         # HELP postern_rate_limit_evicted_total Rate-limit windows dropped early because the table was full.\n# TYPE postern_rate_limit_evicted_total counter\npostern_rate_limit_evicted_total {}\n",
+        ctx.limiter.windows(),
+        ctx.limiter.evicted(),
+    );
     ctx.tasks.render_metrics(&mut text);
     Ok(warp::reply::with_header(text, "content-type", "text/plain; version=0.0.4").into_response())
 }

@@ -11,7 +11,7 @@
 //! from anywhere and one per client address.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -25,7 +25,7 @@ use super::{page, redirect, same, Form, Viewer, SESSION_COOKIE};
 use crate::api::Query;
 use crate::auth::PasswordSlots;
 use crate::error::ApiError;
-use crate::state::{AppState, Ctx};
+use crate::state::Ctx;
 
 const LOGIN_COOKIE: &str = "postern_login";
 /// How long a session lasts after signing in.
@@ -106,25 +106,10 @@ impl LoginThrottle {
     }
 }
 
-/// The client address as the throttle counts it: an IPv6 address by its /64,
-/// the block one subscriber usually holds whole.
-fn address_key(ip: IpAddr) -> String {
-    match ip {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => {
-                let [a, b, c, d, ..] = v6.segments();
-                format!("{}/64", Ipv6Addr::new(a, b, c, d, 0, 0, 0, 0))
-            }
-        },
-    }
-}
-
 /// The throttle's keys for one attempt, each with its limit; the first is the
 /// (e-mail, address) pair.
 fn throttle_keys(email: &str, addr: Option<IpAddr>) -> Vec<(String, u32)> {
-    let place = addr.map_or_else(|| "unknown".to_owned(), address_key);
+    let place = addr.map_or_else(|| "unknown".to_owned(), |ip| crate::rate_limit::client_network(ip).to_string());
     vec![
         (format!("pair:{place} {email}"), MAX_ATTEMPTS_PER_EMAIL_AND_ADDRESS),
         (format!("email:{email}"), MAX_ATTEMPTS_PER_EMAIL),
@@ -151,13 +136,6 @@ fn cookie_value(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-/// True when the browser reaches the dashboard over https: the public URL
-/// says so, or a TLS-terminating proxy does.
-fn https(ctx: &AppState, headers: &HeaderMap) -> bool {
-    ctx.config.public_url.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
-        || headers.get("x-forwarded-proto").and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("https"))
-}
-
 /// Cookies get `Secure` when the browser uses https.
 fn cookie(secure: bool, name: &str, value: &str, path: &str, same_site: &str, max_age: i64) -> HeaderValue {
     let secure = if secure { "; Secure" } else { "" };
@@ -176,7 +154,7 @@ fn login_form(status: StatusCode, secure: bool, token: &str, email: &str, next: 
 /// GET /dashboard/login
 pub async fn login_page(ctx: Ctx, session: Option<String>, headers: HeaderMap, q: Query) -> Result<Response, ApiError> {
     let next = safe_next(q.get("next")).to_owned();
-    let secure = https(&ctx, &headers);
+    let secure = ctx.config.https(&headers);
     if super::session(ctx, session).await.is_ok() {
         return Ok(redirect(&next));
     }
@@ -192,7 +170,7 @@ pub async fn login_submit(
     form: Result<Form, ApiError>,
 ) -> Result<Response, ApiError> {
     let form = form?;
-    let secure = https(&ctx, &headers);
+    let secure = ctx.config.https(&headers);
     let expected = cookie_value(&headers, LOGIN_COOKIE);
     if !form.get("csrf").zip(expected.as_deref()).is_some_and(|(a, b)| same(a, b)) {
         return Err(super::csrf_refused());
@@ -249,7 +227,7 @@ pub async fn logout(ctx: Ctx, viewer: Result<Viewer, ApiError>, headers: HeaderM
     let viewer = viewer?;
     viewer.check_csrf(&form?)?;
     let token = cookie_value(&headers, SESSION_COOKIE).unwrap_or_default();
-    let secure = https(&ctx, &headers);
+    let secure = ctx.config.https(&headers);
     ctx.writer.apply(move |c| web_sessions::close(c, &token)).await?;
     let mut res = redirect("/dashboard/login");
     res.headers_mut().append(http::header::SET_COOKIE, cookie(secure, SESSION_COOKIE, "", "/dashboard", "Lax", 0));
@@ -295,12 +273,10 @@ mod tests {
 
     #[test]
     fn ipv6_clients_are_counted_by_their_64() {
-        let key = |s: &str| address_key(s.parse().unwrap());
-        assert_eq!(key("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), key("2001:db8:1:2::1"));
-        assert_eq!(key("2001:db8:1:2::1"), "2001:db8:1:2::/64");
-        assert_ne!(key("2001:db8:1:2::1"), key("2001:db8:1:3::1"));
-        assert_eq!(key("::ffff:192.0.2.1"), key("192.0.2.1"));
-        assert_eq!(key("192.0.2.1"), "192.0.2.1");
+        let pair = |s: &str| throttle_keys("ann@example.com", Some(s.parse().unwrap()))[0].0.clone();
+        assert_eq!(pair("2001:db8:1:2:aaaa:bbbb:cccc:dddd"), pair("2001:db8:1:2::1"));
+        assert_ne!(pair("2001:db8:1:2::1"), pair("2001:db8:1:3::1"));
+        assert_eq!(pair("::ffff:192.0.2.1"), pair("192.0.2.1"));
     }
 
     #[test]

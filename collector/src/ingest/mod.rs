@@ -16,6 +16,7 @@ use uuid::Uuid;
 
 use crate::auth::{self, Origin, Principal};
 use crate::error::ApiError;
+use crate::rate_limit::{Bucket, Decision};
 use crate::state::AppState;
 use validate::TrackInput;
 
@@ -32,13 +33,16 @@ pub struct RequestInfo {
     pub received_at: DateTime<Utc>,
     user_agent: Option<HeaderValue>,
     pub country: String,
+    /// The client's network as the rate limits count it (`None` in previews).
+    pub network: Option<IpAddr>,
 }
 
 impl RequestInfo {
     /// `origin` is the request's, read once by the gateway, as is the time it arrived.
     pub fn new(state: &AppState, headers: &HeaderMap, ip: Option<IpAddr>, origin: Origin, received_at: DateTime<Utc>) -> RequestInfo {
         let country = state.geo.country(headers, ip);
-        RequestInfo { origin, received_at, user_agent: headers.get(http::header::USER_AGENT).cloned(), country }
+        let network = ip.map(crate::rate_limit::client_network);
+        RequestInfo { origin, received_at, user_agent: headers.get(http::header::USER_AGENT).cloned(), country, network }
     }
 
     pub fn user_agent(&self) -> Option<&str> {
@@ -92,6 +96,42 @@ pub async fn prepare(
     Ok(enrich(input, &site, info, occurred_at))
 }
 
+/// Counts `n` more events against each site's optional ceiling
+/// (`--rate-limit-site-events`); over it, the request is refused with 429.
+pub fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -> Result<(), ApiError> {
+    let limit = state.config.rate_limit_site_events;
+    for (&site, &n) in per_site {
+        if let Some(d) = state.limiter.check_n(Bucket::SiteEvents(site), n, limit, now).filter(|d| !d.allowed) {
+            state.metrics.site_events_refused.fetch_add(u64::from(n), std::sync::atomic::Ordering::Relaxed);
+            return Err(ApiError::rate_limited(d.retry_after(now)));
+        }
+    }
+    Ok(())
+}
+
+/// Counts a batch's events beyond the first (which the gateway counted with
+/// the request) against the client's network and the key: the ingestion
+/// budget is in events, whatever the requests carry them in.
+/// Returns the stricter decision, for the answer's rate-limit headers.
+pub fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &RequestInfo, events: usize) -> Result<Option<Decision>, ApiError> {
+    let extra = u32::try_from(events.saturating_sub(1)).unwrap_or(u32::MAX);
+    if extra == 0 {
+        return Ok(None);
+    }
+    let (limit, now) = (state.config.rate_limit_ingest, info.received_at.timestamp());
+    let buckets = info.network.map(Bucket::IngestAddress).into_iter().chain(principal.map(|p| Bucket::IngestKey(p.key.id)));
+    let mut reported: Option<Decision> = None;
+    for bucket in buckets {
+        if let Some(d) = state.limiter.check_n(bucket, extra, limit, now) {
+            if !d.allowed {
+                return Err(ApiError::rate_limited(d.retry_after(now)));
+            }
+            reported = Some(reported.map_or(d, |r| r.stricter(d)));
+        }
+    }
+    Ok(reported)
+}
+
 /// Only keyed (server-side) clients may back-date events, and only within raw retention.
 fn occurred_at(input: &TrackInput, keyed: bool, now: DateTime<Utc>, max_days: i64) -> Result<DateTime<Utc>, ApiError> {
     let Some(ts) = input.timestamp else {
@@ -123,7 +163,9 @@ fn enrich(input: TrackInput, site: &Site, info: &RequestInfo, occurred_at: DateT
         metadata: Some(input.metadata.stored(device)),
         device,
         country: info.country.clone(),
-        variant: input.variant,
+        // A name the site's wall does not define (a typo, or a forger trying
+        // to win the A/B test) is stored as no variant, so it is never aggregated.
+        variant: input.variant.filter(|v| site.has_variant(v)),
         forced_variant: input.forced_variant,
         client_event_id: input.event_id.map(|id| id.to_string()),
         occurred_at,

@@ -4,10 +4,12 @@
 mod receivers;
 mod support;
 
+mod abuse;
 mod analytics;
 mod auth;
 mod cli;
 mod compression;
+mod connections;
 mod counting;
 mod crash;
 mod dashboard;
@@ -19,7 +21,9 @@ mod errors;
 mod events;
 mod exports;
 mod geo;
+mod headers;
 mod keys;
+mod limiter_memory;
 mod openapi;
 mod ops;
 mod outbound;

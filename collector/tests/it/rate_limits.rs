@@ -316,17 +316,17 @@ fn health_endpoints_are_never_limited() {
 }
 
 #[test]
-fn track_batch_and_the_sdk_alias_share_the_ingestion_quota_and_a_batch_counts_once() {
+fn track_batch_and_the_sdk_alias_share_the_ingestion_quota_and_a_batch_counts_each_event() {
     let app = TestApp::spawn_with(&SMALL);
     let site = new_site(&app, "batch.example.com");
     let events: Vec<Value> = (0..3).map(|i| event(&site, &format!("sess-batch-{i:04}"), "pageview", json!({}))).collect();
     let a = app.batch(&Value::Array(events));
     a.expect(201);
     let (limit, remaining, reset) = rl(&a);
-    assert_eq!((limit, remaining), (8, 7), "a batch of 3 events is one ingestion request");
+    assert_eq!((limit, remaining), (8, 5), "a batch of 3 events counts 3 against the ingestion budget");
     let a = app.track(&event(&site, "sess-batch-track", "pageview", json!({})));
     a.expect(201);
-    assert_eq!(rl(&a), (8, 6, reset));
+    assert_eq!(rl(&a), (8, 4, reset));
     let a = app.send(
         app.request(Method::POST, "/v1/e")
             .header("Origin", "https://batch.example.com")
@@ -334,7 +334,33 @@ fn track_batch_and_the_sdk_alias_share_the_ingestion_quota_and_a_batch_counts_on
             .body(event(&site, "sess-batch-alias", "pageview", json!({})).to_string()),
     );
     assert!(a.status.is_success(), "POST /v1/e: {} {}", a.status, a.text);
-    assert_eq!(rl(&a), (8, 5, reset), "/v1/e counts against the same ingestion quota");
+    assert_eq!(rl(&a), (8, 3, reset), "/v1/e counts against the same ingestion quota");
+    // A batch larger than what is left is refused whole.
+    let events: Vec<Value> = (0..4).map(|i| event(&site, &format!("sess-batch-over-{i:04}"), "pageview", json!({}))).collect();
+    assert_limited(&app.batch(&Value::Array(events)));
+}
+
+#[test]
+fn the_sdk_files_have_their_own_budget_per_address() {
+    let app = TestApp::spawn_with(&["--rate-limit-api", "5"]);
+    let site = new_site(&app, "files.example.com");
+    // A busy office behind one address loads the loader on every page view.
+    for i in 0..300 {
+        let a = app.send(app.request(Method::GET, "/p/v1.js"));
+        assert_eq!(a.status, 200, "loader request {i}: {}", a.text);
+        assert_eq!(rl(&a).0, 6000);
+    }
+    let a = app.send(app.request(Method::GET, &format!("/v1/sdk/sites/{site}/config")));
+    a.expect(200);
+    assert_eq!(rl(&a), (6000, 5699, rl(&a).2), "the site config shares the files' budget");
+    // The API's small limit was not touched by any of it.
+    assert_eq!(rl(&app.get("/v1/sites").expect(200)).1, 4);
+    // The budget is a limit all the same.
+    let app = TestApp::spawn_with(&["--rate-limit-public-files", "3"]);
+    for _ in 0..3 {
+        app.send(app.request(Method::GET, "/p/v1.js")).expect(200);
+    }
+    assert_limited(&app.send(app.request(Method::GET, "/p/v1.js")));
 }
 
 #[test]
