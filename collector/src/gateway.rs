@@ -128,6 +128,11 @@ where
         },
     };
 
+    if res.status() == StatusCode::METHOD_NOT_ALLOWED {
+        if let Some(allow) = crate::api::methods::allowed(&path) {
+            res.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        }
+    }
     if let Some(d) = decision {
         d.write_headers(res.headers_mut());
     }

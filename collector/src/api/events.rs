@@ -95,7 +95,8 @@ async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
 /// POST /v1/events/batch
 ///
 /// Each event is validated on its own; the accepted ones are stored in one
-/// write, and the answer lists every event's outcome in order.
+/// write, and the answer lists every event's outcome in order (201 when at
+/// least one was stored, else 200).
 async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     // A key that may not ingest is refused as a whole, not item by item.
     if let Some(p) = &p {
@@ -140,7 +141,10 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let out = json!({ "accepted": n_accepted, "rejected": n_items - n_accepted, "results": results });
-    Ok(json_reply(StatusCode::CREATED, &out))
+    // 201 only when something was stored; a batch whose every item was
+    // refused created nothing, and its results say why.
+    let status = if n_accepted == 0 { StatusCode::OK } else { StatusCode::CREATED };
+    Ok(json_reply(status, &out))
 }
 
 /// GET /v1/events/sites/:id

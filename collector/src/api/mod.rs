@@ -9,6 +9,7 @@ pub(crate) mod events;
 pub(crate) mod export;
 pub(crate) mod integrations;
 mod keys;
+pub(crate) mod methods;
 mod ops;
 mod reports;
 mod sdk;
