@@ -333,3 +333,14 @@ fn a_batch_of_only_refused_items_is_200_not_201() {
     a.expect(201);
     assert_eq!((a.body["accepted"].as_u64(), a.body["rejected"].as_u64()), (Some(1), Some(1)), "{}", a.text);
 }
+
+/// The document's timezone names are exactly those the server parses.
+#[test]
+fn the_timezone_enum_is_the_servers_list() {
+    let app = TestApp::spawn();
+    let doc = fetch(&app);
+    let listed: BTreeSet<&str> =
+        doc["components"]["schemas"]["Timezone"]["enum"].as_array().expect("Timezone enum").iter().map(|v| v.as_str().unwrap()).collect();
+    let parsed: BTreeSet<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    assert_eq!(listed, parsed);
+}
