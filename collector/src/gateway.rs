@@ -136,6 +136,11 @@ where
         },
     };
 
+    if res.status() == StatusCode::METHOD_NOT_ALLOWED {
+        if let Some(allow) = crate::api::methods::allowed(&path) {
+            res.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
+        }
+    }
     // A batch's answer already tells what its events left of the budget.
     if let Some(d) = decision.filter(|_| !res.headers().contains_key("x-ratelimit-remaining")) {
         d.write_headers(res.headers_mut());

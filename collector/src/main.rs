@@ -12,6 +12,8 @@ mod demo;
 mod delivery;
 mod directory;
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod gateway;
 mod geo;
 mod html;

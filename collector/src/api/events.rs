@@ -98,7 +98,8 @@ async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
 /// POST /v1/events/batch
 ///
 /// Each event is validated on its own; the accepted ones are stored in one
-/// write, and the answer lists every event's outcome in order.
+/// write, and the answer lists every event's outcome in order (201 when at
+/// least one was stored, else 200).
 async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: Result<Bytes, ApiError>) -> Result<Response, ApiError> {
     // A key that may not ingest is refused as a whole, not item by item (the
     // gateway refuses a batch without a key).
@@ -152,7 +153,10 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let out = json!({ "accepted": n_accepted, "rejected": n_items - n_accepted, "results": results });
-    let mut res = json_reply(StatusCode::CREATED, &out);
+    // 201 only when something was stored; a batch whose every item was
+    // refused created nothing, and its results say why.
+    let status = if n_accepted == 0 { StatusCode::OK } else { StatusCode::CREATED };
+    let mut res = json_reply(status, &out);
     if let Some(d) = budget {
         d.write_headers(res.headers_mut());
     }

@@ -9,6 +9,7 @@ pub(crate) mod events;
 pub(crate) mod export;
 pub(crate) mod integrations;
 mod keys;
+pub(crate) mod methods;
 mod ops;
 mod reports;
 mod sdk;
@@ -209,8 +210,9 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
         .unify()
         .boxed();
 
-    let asset_routes = warp::get()
-        .and(warp::path::full())
+    // The path is matched before the method, so an unknown path is a 404
+    // whatever its method, never a 405.
+    let asset_routes = warp::path::full()
         .and_then(move |p: warp::path::FullPath| async move {
             if crate::assets::handles(p.as_str(), demo) {
                 Ok(p)
@@ -218,6 +220,7 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Response,)> {
                 Err(warp::reject::not_found())
             }
         })
+        .and(warp::get())
         .and(query())
         .and(c())
         .then(crate::assets::assets_get)
@@ -332,13 +335,18 @@ pub(crate) fn query() -> impl Filter<Extract = (Query,), Error = Infallible> + C
     warp::query::raw()
         .or(warp::any().map(String::new))
         .unify()
-        .map(|raw: String| Query(url::form_urlencoded::parse(raw.as_bytes()).into_owned().collect()))
+        .map(|raw: String| Query::parse(&raw))
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Query(Vec<(String, String)>);
 
 impl Query {
+    /// The pairs of a raw (still percent-encoded) query string.
+    pub fn parse(raw: &str) -> Query {
+        Query(url::form_urlencoded::parse(raw.as_bytes()).into_owned().collect())
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }

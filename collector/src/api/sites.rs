@@ -233,6 +233,13 @@ pub(crate) fn parse_revenue(v: Option<&Value>) -> Result<Option<Option<f64>>, Ap
 pub(crate) fn parse_wall(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
     let Some(v) = v else { return Ok(None) };
     let obj: &Map<String, Value> = v.as_object().ok_or_else(|| ApiError::invalid("wall", "invalid", "wall must be an object"))?;
+    // The SDK reads these as text and a number: another type would break the wall.
+    if obj.get("kind").is_some_and(|k| !k.is_string()) {
+        return Err(ApiError::invalid("wall.kind", "invalid", "wall.kind must be a string"));
+    }
+    if obj.get("dismiss_after_seconds").is_some_and(|d| !d.is_number()) {
+        return Err(ApiError::invalid("wall.dismiss_after_seconds", "invalid", "wall.dismiss_after_seconds must be a number"));
+    }
     if let Some(variants) = obj.get("variants") {
         let list = variants
             .as_array()
@@ -250,6 +257,11 @@ pub(crate) fn parse_wall(v: Option<&Value>) -> Result<Option<Value>, ApiError> {
                 return Err(ApiError::invalid(format!("{field}.name"), "invalid", format!("variant name {name} appears twice")));
             }
             names.push(name);
+            for text in ["title", "body"] {
+                if variant.get(text).is_some_and(|t| !t.is_string()) {
+                    return Err(ApiError::invalid(format!("{field}.{text}"), "invalid", format!("a variant's {text} must be a string")));
+                }
+            }
             if let Some(w) = variant.get("weight") {
                 if !w.as_f64().is_some_and(|w| w.is_finite() && w >= 0.0) {
                     return Err(ApiError::invalid(format!("{field}.weight"), "invalid", "weight must be a number of zero or more"));

@@ -285,3 +285,64 @@ fn the_route_list_matches_the_server() {
         assert!(a.status.as_u16() < 500, "{method} {path}: {} {}", a.status, a.text);
     }
 }
+
+/// Every documented path answers a method the document does not list for it
+/// with 405, the spec's error shape, and an `Allow` header naming exactly the
+/// documented methods (HEAD wherever GET is).
+#[test]
+fn a_wrong_method_is_405_with_the_documented_allow() {
+    let app = TestApp::spawn();
+    let doc = fetch(&app);
+    let unknown = "00000000-0000-4000-8000-000000000000";
+    for (path, item) in doc["paths"].as_object().expect("paths object") {
+        let mut documented: BTreeSet<String> =
+            item.as_object().unwrap().keys().filter(|m| METHODS.contains(&m.as_str())).map(|m| m.to_uppercase()).collect();
+        if documented.contains("GET") {
+            documented.insert("HEAD".to_owned());
+        }
+        let allow = documented.iter().cloned().collect::<Vec<_>>().join(", ");
+        let url = path.replace("{id}", unknown).replace("{iid}", unknown).replace("{rid}", unknown).replace("{run_id}", unknown).replace("{file}", "x.js");
+        for method in ["GET", "POST", "PUT", "PATCH", "DELETE"].into_iter().filter(|m| !documented.contains(*m)) {
+            let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+            let a = app.send(app.request(m, &url).bearer_auth(&app.key));
+            assert_eq!(a.status.as_u16(), 405, "{method} {path}: {}", a.text);
+            assert_eq!(a.header("allow"), Some(allow.as_str()), "{method} {path}");
+            assert_eq!(a.error(), ("INVALID_REQUEST".to_owned(), Some("method".to_owned()), "method_not_allowed".to_owned()), "{method} {path}");
+        }
+    }
+    // An unknown path is a 404 and names no methods.
+    let a = app.send(app.request(reqwest::Method::PUT, "/v1/nothing-here").bearer_auth(&app.key));
+    a.expect(404);
+    assert_eq!(a.header("allow"), None);
+}
+
+/// A batch answers 201 only when it stored something: one whose every item
+/// was refused answers 200 with the per-item errors, as the document says.
+#[test]
+fn a_batch_of_only_refused_items_is_200_not_201() {
+    let app = TestApp::spawn();
+    let site = id(&app.create_site("news.example.com", "UTC"));
+    let good = json!({"site_id": site, "session_id": "batch-status-1", "event_type": "pageview", "page_url": "https://news.example.com/a"});
+    let mut bad = good.clone();
+    bad["timestamp"] = json!("");
+
+    let a = app.batch(&json!([bad.clone(), bad.clone()]));
+    a.expect(200);
+    assert_eq!((a.body["accepted"].as_u64(), a.body["rejected"].as_u64()), (Some(0), Some(2)), "{}", a.text);
+    assert_eq!(a.body["results"][1]["error"]["details"]["field"], "timestamp", "{}", a.text);
+
+    let a = app.batch(&json!([bad, good]));
+    a.expect(201);
+    assert_eq!((a.body["accepted"].as_u64(), a.body["rejected"].as_u64()), (Some(1), Some(1)), "{}", a.text);
+}
+
+/// The document's timezone names are exactly those the server parses.
+#[test]
+fn the_timezone_enum_is_the_servers_list() {
+    let app = TestApp::spawn();
+    let doc = fetch(&app);
+    let listed: BTreeSet<&str> =
+        doc["components"]["schemas"]["Timezone"]["enum"].as_array().expect("Timezone enum").iter().map(|v| v.as_str().unwrap()).collect();
+    let parsed: BTreeSet<&str> = chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name()).collect();
+    assert_eq!(listed, parsed);
+}
