@@ -41,7 +41,7 @@ fn a_hundred_thousand_made_up_tokens_and_cookies_leave_memory_and_latency_alone(
         .map(|t| {
             let base = app.base.clone();
             std::thread::spawn(move || {
-                let client = Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+                let client = Client::builder().timeout(Duration::from_secs(30)).redirect(reqwest::redirect::Policy::none()).build().unwrap();
                 for i in 0..25_000 {
                     let token = format!("pst_{:032x}", (t as u128) << 64 | i as u128);
                     let res = if i % 2 == 0 {
