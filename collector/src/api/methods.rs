@@ -36,13 +36,15 @@ const TABLE: &[(&str, &str)] = &[
     ("/v1/keys", "GET, HEAD, POST"),
     ("/v1/keys/*", "DELETE"),
     ("/p/**", "GET, HEAD"),
-    (crate::assets::BAIT_PATH, "GET, HEAD"),
     ("/demo", "GET, HEAD"),
     ("/demo/**", "GET, HEAD"),
 ];
 
 /// The `Allow` value of a path the server serves, `None` for an unknown path.
 pub fn allowed(path: &str) -> Option<&'static str> {
+    if crate::assets::BAIT_PATHS.contains(&path) {
+        return Some("GET, HEAD");
+    }
     TABLE.iter().find(|(pattern, _)| matches(pattern, path)).map(|(_, allow)| *allow)
 }
 
