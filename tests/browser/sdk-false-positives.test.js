@@ -63,14 +63,19 @@ function probeRequests(page) {
 
 test('a clean baseline: clean verdict, no wall, only a pageview', async (t) => {
   const site = await newSite('baseline');
-  const page = await h.openPage(browser, site.url, t);
+  // Watched from before the page loads: the SDK's own check at load may run before this test's.
+  const page = await h.openPage(browser, null, t);
   const probes = probeRequests(page);
+  await page.goto(site.url);
   assert.deepEqual(await page.evaluate(() => window.Postern.check()), { blocked: false, blockerType: null });
   assert.equal(await h.wallOpen(page), false);
   await expectNoBlockerSeen(site.siteId);
   assert.deepEqual(await types(site.siteId), ['pageview']);
-  assert.deepEqual(probes.slice().sort(), [...h.BAIT.sets.map((s) => s.request_path), h.BAIT.control.request_path].sort(),
-    'each bait set and the control requested once');
+  const expected = [...h.BAIT.sets.map((s) => s.request_path), h.BAIT.control.request_path].sort();
+  const checks = probes.length / expected.length;
+  assert.ok(checks >= 1 && Number.isInteger(checks), `whole checks only: ${probes}`);
+  assert.deepEqual(probes.slice().sort(), expected.flatMap((p) => Array(checks).fill(p)).sort(),
+    'each check requests each bait set and the control once');
   page.assertClean();
 });
 
@@ -161,8 +166,9 @@ test('the collector restarted: a returning visitor within five minutes is not wa
 
 test('a clean visitor is not checked again when the tab becomes visible; a blocked one is', async (t) => {
   const clean = await newSite('visible-clean');
-  const page = await h.openPage(browser, clean.url, t);
+  const page = await h.openPage(browser, null, t);
   const probes = probeRequests(page);
+  await page.goto(clean.url);
   await page.evaluate(() => window.Postern.check());
   const before = probes.length;
   assert.ok(before >= 3, `probed: ${probes}`);
