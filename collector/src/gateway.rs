@@ -48,7 +48,7 @@ pub fn classify(path: &str) -> Class {
         "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
         "/healthz" | "/readyz" | "/metrics" => Class::Ops,
         "/v1/openapi.json" => Class::Public,
-        p if p.starts_with("/p/") || p == crate::assets::BAIT_PATH || p == "/demo" || p.starts_with("/demo/") => Class::PublicFiles,
+        p if p.starts_with("/p/") || crate::assets::BAIT_PATHS.contains(&p) || p == "/demo" || p.starts_with("/demo/") => Class::PublicFiles,
         p if p.strip_prefix("/v1/sdk/sites/").and_then(|r| r.strip_suffix("/config")).is_some_and(|id| !id.contains('/')) => {
             Class::PublicFiles
         }

@@ -36,7 +36,8 @@ const TABLE: &[(&str, &str)] = &[
     ("/v1/keys", "GET, HEAD, POST"),
     ("/v1/keys/*", "DELETE"),
     ("/p/**", "GET, HEAD"),
-    (crate::assets::BAIT_PATH, "GET, HEAD"),
+    (crate::assets::BAIT_PATHS[0], "GET, HEAD"),
+    (crate::assets::BAIT_PATHS[1], "GET, HEAD"),
     ("/demo", "GET, HEAD"),
     ("/demo/**", "GET, HEAD"),
 ];
