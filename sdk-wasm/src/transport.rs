@@ -233,7 +233,8 @@ impl<'a> Queue<'a> {
 /// Takes what may be resent now out of storage (so two tabs do not both
 /// resend it) and hands each event body and its queue time to `f`. Events
 /// carry their `event_id`, so a copy that did arrive after all is counted once.
-pub fn take_queue(mut f: impl FnMut(&str, f64)) {
+/// `f` is a trait object: one copy of this function in the wasm for its two callers.
+pub fn take_queue(f: &mut dyn FnMut(&str, f64)) {
     let Some(stored) = dom::load(QUEUE_KEY).filter(|s| !s.is_empty()) else { return };
     let mut q = Queue::parse(&stored);
     let budget = RESEND_MAX.saturating_sub(RESENT.load(Ordering::Relaxed));
@@ -256,7 +257,7 @@ pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
-    take_queue(|body, _| {
+    take_queue(&mut |body, _| {
         // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
         let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, body);
         if !beaconed {
