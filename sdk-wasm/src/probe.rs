@@ -32,8 +32,11 @@ extern "C" {
     /// Appends a bait element to the body (throws without a body).
     #[wasm_bindgen(catch, js_name = bait)]
     fn add(tag: &str, classes: &str, id: &str, width: &str, height: &str) -> Result<HtmlElement, JsValue>;
-    /// Hidden, collapsed or out of the layout.
-    fn hidden(el: &HtmlElement) -> bool;
+    /// Hidden, collapsed or out of the layout. `catch` though it cannot
+    /// throw: the glue then calls it through a wrapper rather than handing
+    /// the wasm the snippet's whole module namespace, which costs more bytes.
+    #[wasm_bindgen(catch)]
+    fn hidden(el: &HtmlElement) -> Result<bool, JsValue>;
 }
 
 /// Inserts the bait elements and their control and watches them for
@@ -71,10 +74,14 @@ fn insert() -> Result<[HtmlElement; 3], JsValue> {
 
 fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
     ElementRead {
-        hidden: [hidden(a), hidden(b)],
-        control_hidden: hidden(control),
+        hidden: [is_hidden(a), is_hidden(b)],
+        control_hidden: is_hidden(control),
         connected: a.is_connected() && b.is_connected() && control.is_connected(),
     }
+}
+
+fn is_hidden(el: &HtmlElement) -> bool {
+    hidden(el).unwrap_or(true)
 }
 
 /// Waits until the page may be probed: a prerendered page is not seen by
