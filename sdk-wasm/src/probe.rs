@@ -17,8 +17,8 @@ use crate::{dom, js};
 // as hidden. Off screen, but laid out at an ad slot's size, so it is
 // measurable. A hidden element has no offset parent (`display: none` on it or
 // an ancestor, or removed, which `isConnected` tells apart) or no size.
-#[wasm_bindgen(inline_js = "export function bait(t, c, i, w, h) {
-  const e = document.createElement(t);
+#[wasm_bindgen(inline_js = "export function bait(s) {
+  const [t, c, i, w, h] = s.split('|'), e = document.createElement(t);
   e.className = c;
   e.id = i;
   e.setAttribute('aria-hidden', 'true');
@@ -31,7 +31,7 @@ export function hidden(e) {
 extern "C" {
     /// Appends a bait element to the body (throws without a body).
     #[wasm_bindgen(catch, js_name = bait)]
-    fn add(tag: &str, classes: &str, id: &str, width: &str, height: &str) -> Result<HtmlElement, JsValue>;
+    fn add(spec: &str) -> Result<HtmlElement, JsValue>;
     /// Hidden, collapsed or out of the layout. `catch` though it cannot
     /// throw: the glue then calls it through a wrapper rather than handing
     /// the wasm the snippet's whole module namespace, which costs more bytes.
@@ -68,8 +68,7 @@ pub async fn elements() -> ElementProbe {
 /// The bait elements in set order, then the control.
 fn insert() -> Result<[HtmlElement; 3], JsValue> {
     let [a, b] = &bait::ELEMENTS;
-    let make = |e: &bait::Element| add(e.tag, e.classes, e.id, e.width, e.height);
-    Ok([make(a)?, make(b)?, make(&bait::CONTROL_ELEMENT)?])
+    Ok([add(a.spec)?, add(b.spec)?, add(bait::CONTROL_ELEMENT.spec)?])
 }
 
 fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
@@ -102,4 +101,3 @@ pub async fn page_ready() {
 pub fn online() -> bool {
     dom::window().is_ok_and(|w| js::prop(&js::prop(&w, "navigator"), "onLine").as_bool() != Some(false))
 }
-
