@@ -16,14 +16,8 @@ fn main() {
         let el = &set["element"];
         let classes: Vec<String> = el["classes"].as_array().expect("element.classes").iter().map(s).collect();
         let px = |k: &str| format!("{}px", el[k].as_u64().expect("element width and height"));
-        format!(
-            "Element {{ tag: {:?}, classes: {:?}, id: {:?}, width: {:?}, height: {:?} }}",
-            s(&el["tag"]),
-            classes.join(" "),
-            s(&el["id"]),
-            px("width"),
-            px("height")
-        )
+        let spec = [s(&el["tag"]), classes.join(" "), s(&el["id"]), px("width"), px("height")].join("|");
+        format!("Element {{ spec: {spec:?} }}")
     };
     let sets = bait["sets"].as_array().expect("bait.json has sets");
     let elements: Vec<String> = sets.iter().map(element).collect();

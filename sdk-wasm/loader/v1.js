@@ -3,39 +3,48 @@
 // (add data-keep-utm to keep utm_* parameters in the page URLs sent).
 // It defines window.Postern at once, queues calls until the wasm SDK has
 // loaded, then replays them in order. It stays tiny because every page
-// pays for it; the SDK files it loads are content-hashed and cached for a
-// year. scripts/build-sdk fills in the names and minifies it.
-(function (w) {
-  var me = document.currentScript;
+// pays for it (arrow functions, one fetch helper); the SDK files it loads
+// are content-hashed and cached for a year. scripts/build-sdk fills in the
+// names and minifies it.
+((w, me) => {
   if (!me || w.Postern && w.Postern.loaded) return;
   var base = new URL(me.src).origin;
   var names = ['init', 'check', 'getSessionId', 'forceDisplay', 'hide'];
   var queue = [];
   var api = {};
   var site = me.getAttribute('data-site-id');
-  names.forEach(function (n) {
-    // Until the SDK is there, every method answers with a Promise of its result.
-    api[n] = function (o) {
-      var args = arguments;
-      if (n == 'init' && o) site = site || o.siteId;
-      return new Promise(function (ok) { queue.push([n, args, ok]); });
-    };
+  // Installs `f` as every method and answers the calls queued so far with it.
+  var set = (f) => {
+    names.map((n) => api[n] = f(n));
+    queue.map((c) => c[2](api[c[0]](...c[1])));
+  };
+  var get = (u, o) => fetch(base + u, { credentials: 'omit', ...o });
+  // A version 4 UUID; the short form where randomUUID is missing (plain http).
+  var uuid = () => crypto.randomUUID ? crypto.randomUUID() : '10000000-1000-4000-8000-100000000000'.replace(/[018]/g, (c) =>
+    (c ^ crypto.getRandomValues(new Uint8Array(1))[0] & 15 >> c / 4).toString(16));
+  // Until the SDK is there, every method answers with a Promise of its result.
+  names.map((n) => api[n] = (...a) => {
+    if (n == 'init' && a[0]) site = site || a[0].siteId;
+    return new Promise((ok) => queue.push([n, a, ok]));
   });
   w.Postern = api;
-  // A blocker that stops the SDK's own files (the loader ran, the next file
-  // failed) would otherwise go unseen: when the collector still answers a
-  // fresh request, say so with an `sdk_blocked` event.
-  function uuid() {
-    var b = crypto.getRandomValues(new Uint8Array(16));
-    b[6] = b[6] & 15 | 64;
-    b[8] = b[8] & 63 | 128;
-    var h = Array.from(b, function (x) { return (x + 256).toString(16).slice(1); }).join('');
-    return h.replace(/(.{8})(.{4})(.{4})(.{4})/, '$1-$2-$3-$4-');
-  }
-  function report() {
-    var n = Math.random().toString(36).slice(2);
-    var get = function (u, o) { return fetch(base + u, Object.assign({ credentials: 'omit' }, o)); };
-    get('/p/echo.js?n=' + n, { cache: 'no-store' }).then(function (r) { return r.text(); }).then(function (t) {
+  var load = () => import(base + '/p/@GLUE@').then((m) => m.default({ module_or_path: base + '/p/@WASM@' }).then(() => {
+    // The SDK must never break the host page: its errors are logged, not thrown.
+    set((n) => (o) => {
+      try {
+        return n == 'init' ? m.init({ endpoint: base, ...o }) : m[n]();
+      } catch (e) {
+        console.warn(e);
+      }
+    });
+    api.loaded = 1;
+  })).catch((e) => {
+    console.warn('Postern: the SDK could not load', e);
+    // A blocker that stops the SDK's own files (the loader ran, the next file
+    // failed) would otherwise go unseen: when the collector still answers a
+    // fresh request, say so with an `sdk_blocked` event.
+    var n = uuid().slice(24);
+    get('/p/echo.js?n=' + n, { cache: 'no-store' }).then((r) => r.text()).then((t) => {
       if (t.indexOf(n) < 0 || !site) return;
       var s;
       try { s = localStorage.getItem('postern:s:' + site); } catch (e) { /* storage refused: a new id */ }
@@ -49,38 +58,12 @@
           page_url: location.origin + location.pathname,
         }),
       });
-    }).catch(function () { /* the collector is unreachable too: nothing to tell */ });
-  }
-  function load() {
-    import(base + '/p/@GLUE@').then(function (m) {
-      return m.default({ module_or_path: base + '/p/@WASM@' }).then(function () {
-        names.forEach(function (n) {
-          // The SDK must never break the host page: its errors are logged, not thrown.
-          api[n] = function (o) {
-            try {
-              return n == 'init' ? m.init(Object.assign({ endpoint: base }, o)) : m[n]();
-            } catch (e) {
-              console.warn(e);
-            }
-          };
-        });
-        api.loaded = 1;
-        queue.forEach(function (c) { c[2](api[c[0]].apply(0, c[1])); });
-      });
-    }).catch(function (e) {
-      // Not loaded: answer as an undecided check, which never shows a wall,
-      // rather than leave callers waiting.
-      console.warn('Postern: the SDK could not load', e);
-      report();
-      names.forEach(function (n) {
-        api[n] = function () {
-          return Promise.resolve(n == 'check' ? { blocked: false, blockerType: 'unknown' } : undefined);
-        };
-      });
-      queue.forEach(function (c) { c[2](api[c[0]]()); });
-    });
-  }
+    }).catch(() => { /* the collector is unreachable too: nothing to tell */ });
+    // Not loaded: answer as an undecided check, which never shows a wall,
+    // rather than leave callers waiting.
+    set((n) => async () => n == 'check' ? { blocked: false, blockerType: 'unknown' } : undefined);
+  });
   // Nothing is fetched before the page's own `load`: the SDK never competes with it.
   if (document.readyState == 'complete') load(); else w.addEventListener('load', load);
   if (site) api.init({ siteId: site, keepUtm: me.hasAttribute('data-keep-utm') });
-})(window);
+})(window, document.currentScript);

@@ -10,13 +10,11 @@
 /// The bait, generated at build time from `tests/filter-lists/bait.json`:
 /// `ELEMENTS` and `PATHS` (one per set), `CONTROL_ELEMENT` and `CONTROL_PATH`.
 pub mod bait {
-    /// An element of the bait or the control; sizes as CSS lengths.
+    /// An element of the bait or the control.
     pub struct Element {
-        pub tag: &'static str,
-        pub classes: &'static str,
-        pub id: &'static str,
-        pub width: &'static str,
-        pub height: &'static str,
+        /// `tag|classes|id|width|height`, sizes as CSS lengths: one string
+        /// crosses into the probe's JS helper for less than five.
+        pub spec: &'static str,
     }
 
     include!(concat!(env!("OUT_DIR"), "/bait.rs"));
@@ -233,12 +231,16 @@ mod tests {
     fn the_bait_comes_from_bait_json() {
         for (path, el) in bait::PATHS.iter().zip(&bait::ELEMENTS) {
             assert!(path.starts_with("/ads/"));
-            assert!(el.classes.split(' ').count() >= 2);
-            assert!(el.width.ends_with("px") && el.height.ends_with("px"));
+            let [tag, classes, id, width, height] = el.spec.split('|').collect::<Vec<_>>()[..] else {
+                panic!("{}", el.spec)
+            };
+            assert!(!tag.is_empty() && !id.is_empty());
+            assert!(classes.split(' ').count() >= 2);
+            assert!(width.ends_with("px") && height.ends_with("px"));
         }
         assert_ne!(bait::PATHS[0], bait::PATHS[1]);
         assert_eq!(bait::CONTROL_PATH, "/p/echo.js");
-        assert!(!bait::CONTROL_ELEMENT.classes.contains("ad"));
+        assert!(!bait::CONTROL_ELEMENT.spec.split('|').nth(1).unwrap().contains("ad"));
     }
 
     const fn read(hidden: [bool; 2], control_hidden: bool, connected: bool) -> ElementRead {

@@ -12,7 +12,6 @@ use alloc::string::String;
 use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use web_sys::HtmlElement;
 
 #[wasm_bindgen]
 extern "C" {
@@ -69,23 +68,12 @@ pub fn set_str(o: &JsValue, key: &str, value: &str) {
 #[wasm_bindgen]
 extern "C" {
     /// Any browser object, for the calls below: the DOM methods the SDK
-    /// calls with its own constant arguments (tag names, attribute names,
-    /// listeners), which cannot throw with them. web-sys
-    /// declares each with `catch`: an exception check after every call and
+    /// calls with its own constant arguments (listeners, timers), which
+    /// cannot throw with them. web-sys declares each with `catch`: an exception check after every call and
     /// a wrapper around every import.
     pub type Dom;
     #[wasm_bindgen(method, js_name = addEventListener)]
     pub fn add_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
-    #[wasm_bindgen(method, js_name = appendChild)]
-    pub fn append_child(this: &Dom, child: &JsValue);
-    #[wasm_bindgen(method, js_name = createElement)]
-    pub fn create_element(this: &Dom, tag: &str) -> HtmlElement;
-    #[wasm_bindgen(method, js_name = setAttribute)]
-    pub fn set_attribute(this: &Dom, name: &str, value: &str);
-    #[wasm_bindgen(method, js_name = setProperty)]
-    pub fn set_property(this: &Dom, name: &str, value: &str);
-    #[wasm_bindgen(method, js_name = getComputedStyle)]
-    pub fn get_computed_style(this: &Dom, element: &JsValue) -> JsValue;
     #[wasm_bindgen(method, js_name = setTimeout)]
     pub fn set_timeout(this: &Dom, callback: &Function, ms: u32);
     #[wasm_bindgen(method, js_name = getRandomValues)]

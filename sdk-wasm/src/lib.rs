@@ -186,7 +186,7 @@ async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
         Task::Start => {
             probe::page_ready().await;
             s.emit("pageview", Object::new());
-            transport::take_queue(|body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
+            transport::take_queue(&mut |body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
             drop(s.check());
         }

@@ -4,11 +4,40 @@
 //! inserted side by side off screen and watched together; `detect` decides
 //! from what each read saw.
 
-use web_sys::{Document, HtmlElement};
+use wasm_bindgen::prelude::*;
+use web_sys::HtmlElement;
 
 use crate::detect::{bait, element_end, element_read, ElementProbe, ElementRead, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
-use crate::error::{Error, Result};
 use crate::{dom, js};
+
+// The DOM work of the probe in one JS call each, not a web-sys import per
+// property: fewer bytes in the wasm and its glue. The element is styled
+// through CSSOM, not a `style` attribute: a page whose CSP has `style-src
+// 'self'` refuses the attribute, and an unstyled empty element would measure
+// as hidden. Off screen, but laid out at an ad slot's size, so it is
+// measurable. A hidden element has no offset parent (`display: none` on it or
+// an ancestor, or removed, which `isConnected` tells apart) or no size.
+#[wasm_bindgen(inline_js = "export function bait(s) {
+  const [t, c, i, w, h] = s.split('|'), e = document.createElement(t);
+  e.className = c;
+  e.id = i;
+  e.setAttribute('aria-hidden', 'true');
+  Object.assign(e.style, { position: 'absolute', left: '-10000px', top: '-10000px', width: w, height: h });
+  return document.body.appendChild(e);
+}
+export function hidden(e) {
+  return !e.offsetParent || !e.offsetHeight || !e.offsetWidth || (e = getComputedStyle(e)).display == 'none' || e.visibility == 'hidden';
+}")]
+extern "C" {
+    /// Appends a bait element to the body (throws without a body).
+    #[wasm_bindgen(catch, js_name = bait)]
+    fn add(spec: &str) -> Result<HtmlElement, JsValue>;
+    /// Hidden, collapsed or out of the layout. `catch` though it cannot
+    /// throw: the glue then calls it through a wrapper rather than handing
+    /// the wasm the snippet's whole module namespace, which costs more bytes.
+    #[wasm_bindgen(catch)]
+    fn hidden(el: &HtmlElement) -> Result<bool, JsValue>;
+}
 
 /// Inserts the bait elements and their control and watches them for
 /// `ELEMENT_WINDOW_MS`. The window is counted in reads, not read on the
@@ -37,36 +66,9 @@ pub async fn elements() -> ElementProbe {
 }
 
 /// The bait elements in set order, then the control.
-fn insert() -> Result<[HtmlElement; 3]> {
-    let doc = dom::document()?;
-    let body = doc.body().ok_or(Error::NoDom)?;
+fn insert() -> Result<[HtmlElement; 3], JsValue> {
     let [a, b] = &bait::ELEMENTS;
-    let add = |spec| {
-        let el = make(&doc, spec);
-        js::dom(&body).append_child(&el);
-        el
-    };
-    Ok([add(a), add(b), add(&bait::CONTROL_ELEMENT)])
-}
-
-fn make(doc: &Document, spec: &bait::Element) -> HtmlElement {
-    let el = js::dom(doc).create_element(spec.tag);
-    let d = js::dom(&el);
-    d.set_attribute("class", spec.classes);
-    d.set_attribute("id", spec.id);
-    d.set_attribute("aria-hidden", "true");
-    // Through CSSOM, not a `style` attribute: a page whose CSP has
-    // `style-src 'self'` refuses the attribute, and an unstyled empty element
-    // would measure as hidden. Off screen, but laid out at an ad slot's size,
-    // so it is measurable.
-    let style = js::prop(&el, "style");
-    let style = js::dom(&style);
-    style.set_property("position", "absolute");
-    style.set_property("left", "-10000px");
-    style.set_property("top", "-10000px");
-    style.set_property("width", spec.width);
-    style.set_property("height", spec.height);
-    el
+    Ok([add(a.spec)?, add(b.spec)?, add(bait::CONTROL_ELEMENT.spec)?])
 }
 
 fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
@@ -77,17 +79,8 @@ fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
     }
 }
 
-/// Not inlined: it is read for three elements.
-#[inline(never)]
 fn is_hidden(el: &HtmlElement) -> bool {
-    // No offset parent: `display: none` on it or an ancestor (or removed,
-    // which `connected` tells apart).
-    if el.offset_parent().is_none() || el.offset_height() == 0 || el.offset_width() == 0 {
-        return true;
-    }
-    let Ok(w) = dom::window() else { return false };
-    let s = js::dom(&w).get_computed_style(el);
-    js::prop_str(&s, "display") == "none" || js::prop_str(&s, "visibility") == "hidden"
+    hidden(el).unwrap_or(true)
 }
 
 /// Waits until the page may be probed: a prerendered page is not seen by
@@ -108,4 +101,3 @@ pub async fn page_ready() {
 pub fn online() -> bool {
     dom::window().is_ok_and(|w| js::prop(&js::prop(&w, "navigator"), "onLine").as_bool() != Some(false))
 }
-

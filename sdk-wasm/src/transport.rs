@@ -233,7 +233,8 @@ impl<'a> Queue<'a> {
 /// Takes what may be resent now out of storage (so two tabs do not both
 /// resend it) and hands each event body and its queue time to `f`. Events
 /// carry their `event_id`, so a copy that did arrive after all is counted once.
-pub fn take_queue(mut f: impl FnMut(&str, f64)) {
+/// `f` is a trait object: one copy of this function in the wasm for its two callers.
+pub fn take_queue(f: &mut dyn FnMut(&str, f64)) {
     let Some(stored) = dom::load(QUEUE_KEY).filter(|s| !s.is_empty()) else { return };
     let mut q = Queue::parse(&stored);
     let budget = RESEND_MAX.saturating_sub(RESENT.load(Ordering::Relaxed));
@@ -256,7 +257,7 @@ pub fn flush_on_exit(endpoint: &str) {
     let Ok(w) = dom::window() else { return };
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
-    take_queue(|body, _| {
+    take_queue(&mut |body, _| {
         // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
         let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, body);
         if !beaconed {
@@ -265,10 +266,21 @@ pub fn flush_on_exit(endpoint: &str) {
     });
 }
 
+// A probe request and its body in one Promise, so the wasm awaits once per
+// request: `[status, body]`, `0` when the body could not be read, `null`
+// when the request failed (refused, or aborted by its timeout).
+#[wasm_bindgen(inline_js = "export function probe(u, o) {
+  return fetch(u, o).then((r) => r.text().then((t) => [r.status, t], () => 0), () => null);
+}")]
+extern "C" {
+    #[wasm_bindgen(js_name = probe)]
+    fn probe_request(url: &str, init: &Object) -> Promise;
+}
+
 /// The probe requests in flight (the bait sets', then the control's), each
-/// with its nonce; `None` for one that could not start.
+/// with its nonce.
 pub struct Probe {
-    requests: [Option<(Promise, String)>; 3],
+    requests: [(Promise, String); 3],
     signal: AbortSignal,
 }
 
@@ -290,7 +302,7 @@ pub fn start_probe(endpoint: &str) -> Probe {
         let init = request(None);
         js::set_str(&init, "cache", "no-store");
         js::set(&init, "signal", &signal);
-        Some((fetch(&url, &init)?, nonce))
+        (probe_request(&url, &init), nonce)
     });
     Probe { requests, signal }
 }
@@ -299,15 +311,13 @@ pub fn start_probe(endpoint: &str) -> Probe {
 /// One loop, not three calls: each awaited call would be a copy in the wasm.
 pub async fn finish_probe(probe: Probe) -> RequestProbe {
     let mut seen = [RequestProbe::Undecided; 3];
-    for (slot, request) in seen.iter_mut().zip(probe.requests) {
-        let Some((response_promise, nonce)) = request else { continue };
-        *slot = match response(response_promise).await {
-            None if probe.signal.aborted() => RequestProbe::Undecided,
-            None => RequestProbe::Blocked,
-            Some(r) => {
-                let text = crate::task::settle(js::dom(&r).text()).await.ok().and_then(|t| t.as_string());
-                text.map_or(RequestProbe::Undecided, |t| request_probe(r.status(), &t, &nonce))
-            }
+    for (slot, (answer, nonce)) in seen.iter_mut().zip(probe.requests) {
+        let answer = crate::task::settle(answer).await.unwrap_or(JsValue::NULL);
+        *slot = if answer.is_null() {
+            if probe.signal.aborted() { RequestProbe::Undecided } else { RequestProbe::Blocked }
+        } else {
+            let status = js::at(&answer, 0).as_f64().unwrap_or(0.0) as u16;
+            js::at(&answer, 1).as_string().map_or(RequestProbe::Undecided, |t| request_probe(status, &t, &nonce))
         };
     }
     let [a, b, control] = seen;
