@@ -341,9 +341,13 @@ impl Group<'_> {
         let to = if defer { Rollups::Journal } else { Rollups::Tables { journal: self.journaled_since.is_some() } };
         let outcome = flush(&self.tx, &mut staged, &mut written, to).and_then(|journaled| {
             let first_session = written.iter().filter(|w| w.2).map(|w| w.1.seq).min();
-            let [sessions_gone, event_ids_gone] = if self.may_delete { take_gone(&self.tx)? } else { Default::default() };
-            let sessions = self.sessions.before_commit(&self.tx, first_session, &sessions_gone)?;
-            let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq), &event_ids_gone)?;
+            let gone = if self.may_delete { Some(take_gone(&self.tx)?) } else { None };
+            let [sessions_gone, event_ids_gone] = match &gone {
+                Some([sessions, event_ids]) => [Some(&sessions[..]), Some(&event_ids[..])],
+                None => [None, None],
+            };
+            let sessions = self.sessions.before_commit(&self.tx, first_session, sessions_gone)?;
+            let event_ids = self.event_ids.before_commit(&self.tx, stored.first().map(|s| s.1.seq), event_ids_gone)?;
             self.tx.commit()?;
             Ok((sessions, event_ids, journaled))
         });

@@ -73,8 +73,11 @@ impl EventIds {
         })
     }
 
-    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: Option<&[(i64, i64)]>) -> Result<Merged> {
         if !self.loaded {
+            if gone.is_some() {
+                self.index.after_deletes(conn)?;
+            }
             return Ok(Merged::default());
         }
         self.index.before_commit(conn, first_new, gone)

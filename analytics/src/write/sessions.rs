@@ -132,13 +132,16 @@ impl Sessions {
     }
 
     /// Merges slices of the tail into the index if it is full (see [`KeyIndex`]).
-    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: Option<&[(i64, i64)]>) -> Result<Merged> {
         if !self.loaded {
+            if gone.is_some() {
+                self.index.after_deletes(conn)?;
+            }
             return Ok(Merged::default());
         }
         // A recent session that retention deleted is found no more: its next
         // event starts a new one.
-        for &(h, seq) in gone {
+        for &(h, seq) in gone.unwrap_or_default() {
             self.recent.slices[usize::from(slice_of(h))].forget(h, seq);
         }
         self.index.before_commit(conn, first_new, gone)

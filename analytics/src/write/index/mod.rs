@@ -338,15 +338,17 @@ impl<V: Row> KeyIndex<V> {
     /// level until the tail is back under its limit, moves a chunk of the hot
     /// level into the cold table if it is over its own, and moves the marks.
     /// `first_new` is the smallest `seq` of the rows this transaction
-    /// appended, if any; `gone`, keys whose rows maintenance deleted. The hot
-    /// level and the tail's deleted keys change at once; the tail drops the
-    /// merged slices at [`committed`](Self::committed).
-    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: &[(i64, i64)]) -> Result<Merged> {
+    /// appended, if any; `gone`, when the transaction may have deleted rows,
+    /// the keys of those deleted (rows without a key may have gone too). The
+    /// hot level and the tail's deleted keys change at once; the tail drops
+    /// the merged slices at [`committed`](Self::committed).
+    pub fn before_commit(&mut self, conn: &Connection, first_new: Option<i64>, gone: Option<&[(i64, i64)]>) -> Result<Merged> {
         // Before choosing what moves: a key that has no row must not reach
         // the cold table, where nothing would delete it. Raw retention deletes
         // events by age, which may still be in the tail (back-dated ones).
-        self.hot.forget(gone);
-        for &(h, seq) in gone {
+        let deleted = gone.unwrap_or_default();
+        self.hot.forget(deleted);
+        for &(h, seq) in deleted {
             self.slices[usize::from(slice_of(h))].forget(h, seq);
         }
         self.commits = self.commits.wrapping_add(1);
@@ -355,7 +357,28 @@ impl<V: Row> KeyIndex<V> {
         if keys > 0 || moved || self.commits.is_multiple_of(LOW_EVERY) {
             self.move_marks(conn, &merged, first_new)?;
         }
+        if gone.is_some() {
+            self.after_deletes(conn)?;
+        }
         Ok(merged)
+    }
+
+    /// Inside a transaction that may have deleted rows, whether or not the
+    /// index is loaded: brings the durable marks down to the largest `seq`
+    /// left. `seq` is a plain rowid, so once the newest rows are deleted the
+    /// next rows appended take their `seq`s again, and a mark above them
+    /// would tell [`rebuild`](Self::rebuild) that they were merged: their
+    /// keys would be in no level after a restart (a retried event stored
+    /// again, a session's next event counted as a new session). Only rows
+    /// that had a `seq` at or below the old mark can be at or below the new
+    /// one, so what it says of them stays true.
+    pub fn after_deletes(&self, conn: &Connection) -> Result<()> {
+        let t = self.tables;
+        let last: i64 = conn.prepare_cached(&format!("SELECT coalesce(max(seq), 0) FROM {}", t.rows))?.query_row([], |r| r.get(0))?;
+        // The conditions leave the pages untouched when no mark is above it.
+        conn.prepare_cached(&format!("UPDATE {} SET seq = min(seq, ?1), cold = min(cold, ?1) WHERE seq > ?1 OR cold > ?1", t.low))?.execute([last])?;
+        conn.prepare_cached(&format!("UPDATE {} SET seq = ?1 WHERE seq > ?1", t.marks))?.execute([last])?;
+        Ok(())
     }
 
     /// Merges slices until the tail is back under its limit, and writes their
