@@ -266,7 +266,29 @@ async function eventually(fn, { timeout = 10000, interval = 100 } = {}) {
   }
 }
 
+/** What the SDK's page tests start once per file: a collector without a
+ *  site, Chromium, and a publisher of another origin serving `pages`. */
+async function startSuite(pages) {
+  const started = {};
+  try {
+    started.postern = await startPostern({ site: false });
+    started.browser = await launchBrowser();
+    started.publisher = await startPublisher(pages);
+    return started;
+  } catch (e) {
+    await stopSuite(started);
+    throw e;
+  }
+}
+
+/** Stops whatever `startSuite` started. */
+async function stopSuite({ postern, browser, publisher }) {
+  await browser?.close();
+  await publisher?.stop();
+  await postern?.stop();
+}
+
 module.exports = {
-  ROOT, BAIT, startPostern, startPublisher, articlePage, launchBrowser, openPage, screenshot,
+  ROOT, BAIT, startPostern, startPublisher, startSuite, stopSuite, articlePage, launchBrowser, openPage, screenshot,
   blockBaitRequest, unblockBaitRequest, hideBaitElement, baitSelectors, inWall, wallOpen, waitForWall, clickInWall, wallText, eventually,
 };

@@ -15,16 +15,10 @@ let publisher;
 const pages = {};
 
 before(async () => {
-  postern = await h.startPostern({ site: false });
-  browser = await h.launchBrowser();
-  publisher = await h.startPublisher(pages);
+  ({ postern, browser, publisher } = await h.startSuite(pages));
 });
 
-after(async () => {
-  await browser?.close();
-  await publisher?.stop();
-  await postern?.stop();
-});
+after(() => h.stopSuite({ postern, browser, publisher }));
 
 const wall = {
   kind: 'soft', dismiss_after_seconds: 0,

@@ -13,16 +13,10 @@ let publisher;
 const pages = {};
 
 before(async () => {
-  postern = await h.startPostern({ site: false });
-  browser = await h.launchBrowser();
-  publisher = await h.startPublisher(pages);
+  ({ postern, browser, publisher } = await h.startSuite(pages));
 });
 
-after(async () => {
-  await browser?.close();
-  await publisher?.stop();
-  await postern?.stop();
-});
+after(() => h.stopSuite({ postern, browser, publisher }));
 
 /** A site of its own for each test, so its counts are exactly the test's. */
 async function newSite(name, wall) {
