@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::db::{params, Connection, OptionalExtension, Row};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -66,15 +66,14 @@ pub fn create_user(
     role: Role,
     now: DateTime<Utc>,
 ) -> Result<i64> {
-    let inserted = conn.execute(
+    conn.query_row(
         "INSERT INTO users (account_id, email, password_hash, role, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (email) DO NOTHING",
+         ON CONFLICT DO NOTHING RETURNING id",
         params![account_id, email, password_hash, role.as_str(), ms(now)],
-    )?;
-    if inserted == 0 {
-        return Err(Error::Conflict(format!("a user with e-mail {email} already exists")));
-    }
-    Ok(conn.last_insert_rowid())
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| Error::Conflict(format!("a user with e-mail {email} already exists")))
 }
 
 /// A dashboard user, with the account it belongs to.
@@ -91,7 +90,7 @@ pub struct User {
 pub(crate) const USER_COLUMNS: &str =
     "users.id, users.account_id, accounts.name, users.email, users.role, users.password_hash";
 
-pub(crate) fn user_from_row(r: &Row<'_>) -> rusqlite::Result<User> {
+pub(crate) fn user_from_row(r: &Row<'_>) -> crate::Result<User> {
     let role: String = r.get(4)?;
     Ok(User {
         id: r.get(0)?,
@@ -174,7 +173,7 @@ fn scopes_to_text(scopes: &[Scope]) -> String {
 
 const KEY_COLUMNS: &str = "id, account_id, name, prefix, scopes, created_at, last_used_at, revoked_at";
 
-fn key_from_row(r: &Row<'_>) -> rusqlite::Result<ApiKey> {
+fn key_from_row(r: &Row<'_>) -> crate::Result<ApiKey> {
     let id: String = r.get(0)?;
     let scopes: String = r.get(4)?;
     Ok(ApiKey {
@@ -201,7 +200,7 @@ pub fn find_key_by_secret(conn: &Connection, secret: &str) -> Result<Option<ApiK
 pub fn list_keys(conn: &Connection, account_id: i64) -> Result<Vec<ApiKey>> {
     let mut stmt =
         conn.prepare(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE account_id = ?1 ORDER BY created_at DESC, id"))?;
-    let keys = stmt.query_map([account_id], key_from_row)?.collect::<rusqlite::Result<_>>()?;
+    let keys = stmt.query_map([account_id], key_from_row)?.collect::<crate::Result<_>>()?;
     Ok(keys)
 }
 

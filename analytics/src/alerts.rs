@@ -3,7 +3,7 @@
 //! at the last check (so an alert fires on the transition, once).
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::db::{params, Connection, OptionalExtension};
 
 use uuid::Uuid;
 
@@ -16,8 +16,8 @@ use crate::{sites, Result};
 pub fn live_sites(conn: &Connection) -> Result<Vec<Site>> {
     let ids: Vec<String> = conn
         .prepare_cached("SELECT id FROM sites WHERE deleted_at IS NULL ORDER BY seq")?
-        .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .query_map((), |r| r.get(0))?
+        .collect::<crate::Result<_>>()?;
     let mut out = Vec::with_capacity(ids.len());
     for id in ids.iter().filter_map(|s| Uuid::parse_str(s).ok()) {
         out.extend(sites::get(conn, id)?);

@@ -5,6 +5,12 @@ use thiserror::Error;
 pub enum Error {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    #[error("database error: {0}")]
+    Postgres(tokio_postgres::Error),
+    #[error("the query returned no row")]
+    NoRow,
+    #[error("the database is unavailable: {0}")]
+    Unavailable(String),
     #[error("database schema version {found} is newer than this program supports ({supported})")]
     SchemaTooNew { found: i64, supported: i64 },
     #[error("{0} not found")]
@@ -33,8 +39,22 @@ impl Error {
                 e.sqlite_error_code(),
                 Some(DiskFull | SystemIoFailure | ReadOnly | DatabaseBusy | DatabaseLocked | CannotOpen | OutOfMemory)
             ),
-            Error::Create(_) => true,
+            // A lost connection or a server refusing work: the data was fine.
+            Error::Postgres(e) => {
+                e.is_closed()
+                    || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+                    || e.as_db_error().is_some_and(|d| is_server_trouble(d.code()))
+            }
+            Error::Unavailable(_) | Error::Create(_) => true,
             _ => false,
         }
     }
+}
+
+/// PostgreSQL's error classes that say the server, not the data, failed:
+/// insufficient resources, operator intervention, system and I/O errors,
+/// connection exceptions, serialisation failures and deadlocks.
+fn is_server_trouble(code: &tokio_postgres::error::SqlState) -> bool {
+    let c = code.code();
+    ["53", "57", "58", "08", "40"].iter().any(|class| c.starts_with(class))
 }

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use rand::Rng;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::db::{params, Connection, OptionalExtension, Row};
 use uuid::Uuid;
 
 use crate::accounts::{from_ms, ms};
@@ -74,13 +74,14 @@ pub fn create(conn: &Connection, n: &NewIntegration<'_>, now: DateTime<Utc>) -> 
     });
     let id = Uuid::new_v4();
     let events = serde_json::to_string(n.events).map_err(|e| Error::Corrupt(e.to_string()))?;
-    conn.execute(
+    let seq = conn.query_row(
         "INSERT INTO integrations (id, site, kind, name, target, secret, events, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING seq",
         params![id.to_string(), n.site, n.kind.as_str(), n.name, n.target, secret, events, ms(now)],
+        |r| r.get(0),
     )?;
     Ok(Integration {
-        seq: conn.last_insert_rowid(),
+        seq,
         id,
         site: n.site,
         kind: n.kind,
@@ -95,11 +96,11 @@ pub fn create(conn: &Connection, n: &NewIntegration<'_>, now: DateTime<Utc>) -> 
 
 const COLUMNS: &str = "seq, id, site, kind, name, target, secret, events, created_at, deleted_at";
 
-fn from_row(r: &Row<'_>) -> rusqlite::Result<Integration> {
+fn from_row(r: &Row<'_>) -> crate::Result<Integration> {
     let id: String = r.get(1)?;
     let kind: String = r.get(3)?;
     let events: String = r.get(7)?;
-    let corrupt = |what: &str| rusqlite::Error::InvalidColumnType(0, what.to_owned(), rusqlite::types::Type::Text);
+    let corrupt = |what: &str| crate::Error::Corrupt(format!("integration: {what}"));
     Ok(Integration {
         seq: r.get(0)?,
         id: Uuid::parse_str(&id).map_err(|_| corrupt("integrations.id"))?,
@@ -118,7 +119,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Integration> {
 pub fn list(conn: &Connection, site: i64) -> Result<Vec<Integration>> {
     let mut stmt =
         conn.prepare_cached(&format!("SELECT {COLUMNS} FROM integrations WHERE site = ?1 AND deleted_at IS NULL ORDER BY seq"))?;
-    let rows = stmt.query_map([site], from_row)?.collect::<rusqlite::Result<_>>()?;
+    let rows = stmt.query_map([site], from_row)?.collect::<crate::Result<_>>()?;
     Ok(rows)
 }
 

@@ -8,7 +8,7 @@
 //! finds every unsent row still pending and every sent one marked delivered.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection, Row};
+use crate::db::{params, Connection, Row};
 use uuid::Uuid;
 
 use crate::accounts::{from_ms, ms};
@@ -73,12 +73,12 @@ fn enqueue_rows(
     let mut ids = Vec::with_capacity(deliveries.len());
     for d in deliveries {
         let id = Uuid::now_v7();
-        conn.prepare_cached(
+        let seq: i64 = conn.query_row(
             "INSERT INTO outbox (id, site, dedupe_key, event, channel, integration, recipient, payload, state, next_attempt_at, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9)",
-        )?
-        .execute(params![id.to_string(), site, dedupe_key, event, d.channel.as_str(), d.integration, d.recipient, d.payload, ms(now)])?;
-        let seq = conn.last_insert_rowid();
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'pending', ?9, ?9) RETURNING seq",
+            params![id.to_string(), site, dedupe_key, event, d.channel.as_str(), d.integration, d.recipient, d.payload, ms(now)],
+            |r| r.get(0),
+        )?;
         for (position, a) in d.attachments.iter().enumerate() {
             conn.prepare_cached(
                 "INSERT INTO outbox_attachments (outbox, position, filename, content_type, bytes) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -105,14 +105,24 @@ pub struct Pending {
     pub attachments: Vec<Attachment>,
 }
 
-/// Pending rows due at `now`, oldest due first.
-pub fn due(conn: &Connection, now: DateTime<Utc>, limit: usize) -> Result<Vec<Pending>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, id, event, channel, integration, recipient, payload, attempts FROM outbox
-         WHERE state = 'pending' AND next_attempt_at <= ?1 ORDER BY next_attempt_at, seq LIMIT ?2",
-    )?;
+/// Takes up to `limit` pending rows due at `now` for one worker until
+/// `until`, oldest due first: other workers (on other nodes) skip them, and
+/// take them again once `until` has passed with no outcome recorded (the
+/// worker's node stopped mid-send). Run it on a write connection.
+pub fn claim(conn: &Connection, now: DateTime<Utc>, until: DateTime<Utc>, limit: usize) -> Result<Vec<Pending>> {
+    // Rows another node's worker is claiming are skipped, not waited for.
+    let skip_locked = match conn.engine() {
+        crate::db::Engine::Sqlite => "",
+        crate::db::Engine::Postgres => " FOR UPDATE SKIP LOCKED",
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "UPDATE outbox SET next_attempt_at = ?2 WHERE seq IN
+             (SELECT seq FROM outbox WHERE state = 'pending' AND next_attempt_at <= ?1
+              ORDER BY next_attempt_at, seq LIMIT ?3{skip_locked})
+         RETURNING seq, id, event, channel, integration, recipient, payload, attempts"
+    ))?;
     let mut rows: Vec<Pending> = stmt
-        .query_map(params![ms(now), limit as i64], |r| {
+        .query_map(params![ms(now), ms(until), limit as i64], |r| {
             Ok(Pending {
                 seq: r.get(0)?,
                 id: parse_uuid(r, 1)?,
@@ -125,14 +135,15 @@ pub fn due(conn: &Connection, now: DateTime<Utc>, limit: usize) -> Result<Vec<Pe
                 attachments: Vec::new(),
             })
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
+    rows.sort_by_key(|r| r.seq);
     let mut stmt = conn.prepare_cached(
         "SELECT filename, content_type, bytes FROM outbox_attachments WHERE outbox = ?1 ORDER BY position",
     )?;
     for row in &mut rows {
         row.attachments = stmt
             .query_map([row.seq], |r| Ok(Attachment { filename: r.get(0)?, content_type: r.get(1)?, bytes: r.get(2)? }))?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::Result<_>>()?;
     }
     Ok(rows)
 }
@@ -140,7 +151,7 @@ pub fn due(conn: &Connection, now: DateTime<Utc>, limit: usize) -> Result<Vec<Pe
 /// When the next pending row is due, if any.
 pub fn next_due(conn: &Connection) -> Result<Option<DateTime<Utc>>> {
     let at: Option<i64> =
-        conn.query_row("SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending'", [], |r| r.get(0))?;
+        conn.query_row("SELECT min(next_attempt_at) FROM outbox WHERE state = 'pending'", (), |r| r.get(0))?;
     Ok(at.map(from_ms))
 }
 
@@ -251,7 +262,7 @@ fn select(conn: &Connection, site: i64, integration: Option<i64>, dedupe_key: Op
     let mut stmt = conn.prepare_cached(
         "SELECT o.seq, o.id, o.event, o.channel, i.id, o.recipient, o.state, o.next_attempt_at, o.created_at, o.finished_at, o.last_error
          FROM outbox o LEFT JOIN integrations i ON i.seq = o.integration
-         WHERE o.site = ?1 AND (?2 IS NULL OR o.integration = ?2) AND (?4 IS NULL OR o.dedupe_key = ?4)
+         WHERE o.site = ?1 AND (o.integration = ?2 OR ?2 IS NULL) AND (o.dedupe_key = ?4 OR ?4 IS NULL)
          ORDER BY o.seq DESC LIMIT ?3",
     )?;
     let rows: Vec<(i64, Delivery)> = stmt
@@ -275,7 +286,7 @@ fn select(conn: &Connection, site: i64, integration: Option<i64>, dedupe_key: Op
                 },
             ))
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     let mut stmt = conn.prepare_cached(
         "SELECT attempt, started_at, latency_ms, status, outcome, error FROM delivery_attempts WHERE outbox = ?1 ORDER BY attempt",
     )?;
@@ -292,7 +303,7 @@ fn select(conn: &Connection, site: i64, integration: Option<i64>, dedupe_key: Op
                     error: r.get(5)?,
                 })
             })?
-            .collect::<rusqlite::Result<_>>()?;
+            .collect::<crate::Result<_>>()?;
         out.push(d);
     }
     Ok(out)
@@ -325,7 +336,7 @@ pub fn purge_settled(conn: &Connection, before_ms: i64, batch: usize) -> Result<
     let seqs: Vec<i64> = conn
         .prepare_cached("SELECT seq FROM outbox WHERE state <> 'pending' AND finished_at < ?1 ORDER BY finished_at LIMIT ?2")?
         .query_map(params![before_ms, batch as i64], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     for seq in &seqs {
         for sql in [
             "DELETE FROM delivery_attempts WHERE outbox = ?1",
@@ -338,14 +349,14 @@ pub fn purge_settled(conn: &Connection, before_ms: i64, batch: usize) -> Result<
     Ok(seqs.len())
 }
 
-fn parse_uuid(r: &Row<'_>, i: usize) -> rusqlite::Result<Uuid> {
+fn parse_uuid(r: &Row<'_>, i: usize) -> crate::Result<Uuid> {
     let s: String = r.get(i)?;
-    Uuid::parse_str(&s).map_err(|_| rusqlite::Error::InvalidColumnType(i, "uuid".to_owned(), rusqlite::types::Type::Text))
+    Uuid::parse_str(&s).map_err(|_| crate::Error::Corrupt(format!("column {i}: not a {}", "uuid")))
 }
 
-fn parse_channel(r: &Row<'_>, i: usize) -> rusqlite::Result<Channel> {
+fn parse_channel(r: &Row<'_>, i: usize) -> crate::Result<Channel> {
     let s: String = r.get(i)?;
-    Channel::parse(&s).ok_or_else(|| rusqlite::Error::InvalidColumnType(i, "channel".to_owned(), rusqlite::types::Type::Text))
+    Channel::parse(&s).ok_or_else(|| crate::Error::Corrupt(format!("column {i}: not a {}", "channel")))
 }
 
 #[cfg(test)]
@@ -374,17 +385,23 @@ mod tests {
         assert_eq!(ids.len(), 2);
         assert_eq!(w.run(|c| enqueue(c, 1, "daily_report", "k1", &[mail("c@x.test")], now)).unwrap(), None);
 
-        let due_rows = store.read(|c| due(c, now, 10)).unwrap();
+        let lease = now + Duration::seconds(60);
+        let due_rows = w.run(|c| claim(c, now, lease, 10)).unwrap();
         assert_eq!(due_rows.len(), 2);
         assert_eq!(due_rows[0].attachments[0].bytes, vec![1, 2, 3]);
+        assert!(w.run(|c| claim(c, now, lease, 10)).unwrap().is_empty(), "claimed rows are not handed out twice");
         let first = &due_rows[0];
         let later = now + Duration::seconds(30);
         let retry = Attempt { started_at: now, latency_ms: 5, status: Some(503), error: Some("503".into()), outcome: Outcome::Retry(later) };
         w.run(|c| record(c, first.seq, 1, &retry)).unwrap();
         // The same attempt number twice is refused: nothing is recorded twice.
         assert!(w.run(|c| record(c, first.seq, 1, &retry)).is_err());
-        assert_eq!(store.read(|c| due(c, now, 10)).unwrap().len(), 1);
-        assert_eq!(store.read(next_due).unwrap().map(|t| t.timestamp_millis()), Some(now.timestamp_millis()));
+        assert_eq!(store.read(next_due).unwrap().map(|t| t.timestamp_millis()), Some(later.timestamp_millis()));
+        let again = w.run(|c| claim(c, later, later + Duration::seconds(60), 10)).unwrap();
+        assert_eq!(again.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![first.seq], "the retry is due, the other is still claimed");
+        let expired = w.run(|c| claim(c, lease, lease + Duration::seconds(60), 10)).unwrap();
+        assert_eq!(expired.len(), 1, "a claim whose time passed with no outcome is taken again");
+        assert_ne!(expired[0].seq, first.seq);
         let ok = Attempt { started_at: later, latency_ms: 7, status: Some(200), error: None, outcome: Outcome::Delivered };
         w.run(|c| record(c, first.seq, 2, &ok)).unwrap();
 
@@ -414,7 +431,7 @@ mod tests {
         settle(&mut w, delivered_old[0], old, Outcome::Delivered);
         settle(&mut w, failed_old[0], old, Outcome::Failed);
         settle(&mut w, delivered_recent[0], recent, Outcome::Delivered);
-        let count = |table: &str| store.read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get::<_, i64>(0))?)).unwrap();
+        let count = |table: &str| store.read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), (), |r| r.get::<_, i64>(0))?)).unwrap();
         assert_eq!((count("outbox"), count("delivery_attempts"), count("outbox_attachments")), (4, 3, 4));
 
         let cutoff = (now - Duration::days(SETTLED_RETENTION_DAYS)).timestamp_millis();

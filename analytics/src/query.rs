@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection};
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -95,7 +95,7 @@ fn hourly(conn: &Connection, site: i64, (from, to): (i64, i64), f: Filter) -> Re
     let mut stmt = conn.prepare_cached(
         "SELECT hour, sum(sessions), sum(adblock), sum(walls), sum(dismissed), sum(conversions)
          FROM rollup_device_hourly
-         WHERE site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
+         WHERE site = ?1 AND hour >= ?2 AND hour < ?3 AND (device = ?4 OR ?4 IS NULL)
          GROUP BY hour ORDER BY hour",
     )?;
     let rows = stmt
@@ -111,7 +111,7 @@ fn hourly(conn: &Connection, site: i64, (from, to): (i64, i64), f: Filter) -> Re
                 },
             ))
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     Ok(rows)
 }
 
@@ -220,7 +220,7 @@ pub fn ab_testing(conn: &Connection, site: &Site, hours: Option<(i64, i64)>) -> 
     )?;
     let seen: HashMap<String, (u64, u64)> = stmt
         .query_map(params![site.seq, from, to], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     Ok(variant_results(site, &seen))
 }
 
@@ -251,22 +251,22 @@ pub fn events(
 ) -> Result<(Vec<StoredEvent>, u64)> {
     let code = event_type.map(EventType::code);
     let total: u64 = conn
-        .prepare_cached("SELECT coalesce(sum(events), 0) FROM raw_event_totals WHERE site = ?1 AND (?2 IS NULL OR event_type = ?2)")?
+        .prepare_cached("SELECT coalesce(sum(events), 0) FROM raw_event_totals WHERE site = ?1 AND (event_type = ?2 OR ?2 IS NULL)")?
         .query_row(params![site.seq, code], |r| r.get(0))?;
     let mut stmt = conn.prepare_cached(
         "SELECT id, client_event_id, session_id, event_type, page_url, metadata, country, occurred_at, received_at
-         FROM events WHERE site = ?1 AND (?2 IS NULL OR event_type = ?2)
+         FROM events WHERE site = ?1 AND (event_type = ?2 OR ?2 IS NULL)
          ORDER BY seq DESC LIMIT ?3 OFFSET ?4",
     )?;
     let events = stmt
         .query_map(params![site.seq, code, limit, offset], |r| stored_event(site, r))?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     Ok((events, total))
 }
 
 /// One row of `events`, selected as `id, client_event_id, session_id,
 /// event_type, page_url, metadata, country, occurred_at, received_at`.
-pub(crate) fn stored_event(site: &Site, r: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
+pub(crate) fn stored_event(site: &Site, r: &crate::db::Row<'_>) -> crate::Result<StoredEvent> {
     let id: String = r.get(0)?;
     let metadata: Option<String> = r.get(5)?;
     Ok(StoredEvent {
@@ -291,6 +291,6 @@ pub fn countries(conn: &Connection, site: &Site, (from, to): (i64, i64)) -> Resu
     let mut stmt = conn.prepare_cached(
         "SELECT DISTINCT country FROM rollup_hourly WHERE site = ?1 AND hour >= ?2 AND hour < ?3 ORDER BY country",
     )?;
-    let countries = stmt.query_map(params![site.seq, from, to], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let countries = stmt.query_map(params![site.seq, from, to], |r| r.get(0))?.collect::<crate::Result<_>>()?;
     Ok(countries)
 }

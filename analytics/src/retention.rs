@@ -4,9 +4,9 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection, Engine};
 
-use crate::write::{add_raw_total, sql_index_key, EVENT_ID_TABLES, SESSION_TABLES};
+use crate::write::{sql_index_key, EVENT_ID_TABLES, SESSION_TABLES};
 use crate::Result;
 
 
@@ -19,36 +19,48 @@ use crate::Result;
 /// A row at the head that does not qualify yet (a timestamp a few minutes
 /// ahead, or a clock stepped back) only narrows the window until it does.
 pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
-    let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
+    let row = |r: &crate::db::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
     let mut rows: Vec<(i64, i64, i64, Option<String>)> = conn
         .prepare_cached(
             "SELECT seq, site, event_type, client_event_id FROM events
              WHERE occurred_at < ?1 AND occurred_at < received_at ORDER BY occurred_at LIMIT ?2",
         )?
         .query_map(params![before_ms, batch as i64], row)?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     let head = batch.saturating_sub(rows.len()) as i64;
     let mut stmt = conn.prepare_cached(
         "SELECT seq, site, event_type, client_event_id
-         FROM (SELECT seq, site, event_type, client_event_id, occurred_at, received_at FROM events ORDER BY seq LIMIT ?2)
+         FROM (SELECT seq, site, event_type, client_event_id, occurred_at, received_at FROM events ORDER BY seq LIMIT ?2) AS head
          WHERE occurred_at < ?1 AND occurred_at >= received_at",
     )?;
     for r in stmt.query_map(params![before_ms, head], row)? {
         rows.push(r?);
     }
-    let sql = format!("DELETE FROM {} WHERE h = {} AND seq = ?3", EVENT_ID_TABLES.cold, sql_index_key("?2", "?1"));
+    // The client event id is forgotten with its event: a retry after retention is stored anew.
+    let sql = match conn.engine() {
+        Engine::Sqlite => format!("DELETE FROM {} WHERE h = {} AND seq = ?3", EVENT_ID_TABLES.cold, sql_index_key("?2", "?1")),
+        Engine::Postgres => "DELETE FROM event_ids WHERE client_event_id = ?1 AND site = ?2".into(),
+    };
     let mut unindex = conn.prepare_cached(&sql)?;
+    let engine = conn.engine();
     let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
     for (seq, site, event_type, client_event_id) in &rows {
         if let Some(id) = client_event_id {
-            unindex.execute(params![id, site, seq])?;
+            match engine {
+                Engine::Sqlite => unindex.execute(params![id, site, seq])?,
+                Engine::Postgres => unindex.execute(params![id, site])?,
+            };
         }
         delete.execute([seq])?;
         *deleted.entry((*site, *event_type)).or_default() += 1;
     }
     for (&(site, event_type), &n) in &deleted {
-        add_raw_total(conn, site, event_type, -n)?;
+        conn.prepare_cached(
+            "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
+             ON CONFLICT (site, event_type) DO UPDATE SET events = raw_event_totals.events + excluded.events",
+        )?
+        .execute(params![site, event_type, -n])?;
     }
     Ok(rows.len())
 }
@@ -62,20 +74,28 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
 /// A session's rollup contribution stays; its row only served to update that
 /// contribution when more of its events came, and none come after raw retention.
 pub fn purge_old_sessions(conn: &Connection, after: i64, before_ms: i64, window: usize) -> Result<(usize, Option<i64>)> {
-    let rows: Vec<(i64, i64, String, i64)> = conn
-        .prepare_cached(
+    // PostgreSQL's writers find every session through its unique key, with
+    // nothing held in memory: every session may go, and there is no index to clean.
+    let (select, unindex) = match conn.engine() {
+        Engine::Sqlite => (
             "SELECT seq, site, session_id, last_seen FROM sessions
              WHERE seq > ?1 AND seq <= (SELECT seq FROM session_index_low) ORDER BY seq LIMIT ?2",
-        )?
+            Some(format!("DELETE FROM {} WHERE h = {} AND seq = ?3", SESSION_TABLES.cold, sql_index_key("?2", "?1"))),
+        ),
+        Engine::Postgres => ("SELECT seq, site, session_id, last_seen FROM sessions WHERE seq > ?1 ORDER BY seq LIMIT ?2", None),
+    };
+    let rows: Vec<(i64, i64, String, i64)> = conn
+        .prepare_cached(select)?
         .query_map(params![after, window as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
-        .collect::<rusqlite::Result<_>>()?;
-    let sql = format!("DELETE FROM {} WHERE h = {} AND seq = ?3", SESSION_TABLES.cold, sql_index_key("?2", "?1"));
-    let mut unindex = conn.prepare_cached(&sql)?;
+        .collect::<crate::Result<_>>()?;
+    let mut unindex = unindex.map(|sql| conn.prepare_cached(&sql)).transpose()?;
     let mut delete = conn.prepare_cached("DELETE FROM sessions WHERE seq = ?1")?;
     let mut n = 0;
     for (seq, site, session_id, last_seen) in &rows {
         if *last_seen < before_ms {
-            unindex.execute(params![session_id, site, seq])?;
+            if let Some(unindex) = &mut unindex {
+                unindex.execute(params![session_id, site, seq])?;
+            }
             n += delete.execute([seq])?;
         }
     }
@@ -112,14 +132,14 @@ pub fn purge_rollups(conn: &Connection, site: i64, before_hour: i64, batch: usiz
 /// Every site's compact key, deleted or not.
 pub fn all_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
     let mut stmt = conn.prepare("SELECT seq FROM sites")?;
-    let seqs = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let seqs = stmt.query_map((), |r| r.get(0))?.collect::<crate::Result<_>>()?;
     Ok(seqs)
 }
 
 /// Deleted sites whose data still has to go.
 pub fn deleted_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
     let mut stmt = conn.prepare("SELECT seq FROM sites WHERE deleted_at IS NOT NULL")?;
-    let seqs = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let seqs = stmt.query_map((), |r| r.get(0))?.collect::<crate::Result<_>>()?;
     Ok(seqs)
 }
 
@@ -131,19 +151,21 @@ pub fn deleted_site_seqs(conn: &Connection) -> Result<Vec<i64>> {
 /// write, so ingestion goes on between windows.
 pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize) -> Result<(usize, Option<i64>)> {
     let last: Option<i64> = conn
-        .prepare_cached("SELECT max(seq) FROM (SELECT seq FROM sessions WHERE seq > ?1 ORDER BY seq LIMIT ?2)")?
+        .prepare_cached("SELECT max(seq) FROM (SELECT seq FROM sessions WHERE seq > ?1 ORDER BY seq LIMIT ?2) AS w")?
         .query_row(params![after, window as i64], |r| r.get(0))?;
     let Some(last) = last else {
         return Ok((0, None));
     };
-    let sql = format!(
-        "DELETE FROM {} WHERE (h, seq) IN
-             (SELECT {}, seq FROM sessions WHERE seq > ?1 AND seq <= ?2
-                  AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
-        SESSION_TABLES.cold,
-        sql_index_key("site", "session_id")
-    );
-    conn.prepare_cached(&sql)?.execute(params![after, last])?;
+    if conn.engine() == Engine::Sqlite {
+        let sql = format!(
+            "DELETE FROM {} WHERE (h, seq) IN
+                 (SELECT {}, seq FROM sessions WHERE seq > ?1 AND seq <= ?2
+                      AND site IN (SELECT seq FROM sites WHERE deleted_at IS NOT NULL))",
+            SESSION_TABLES.cold,
+            sql_index_key("site", "session_id")
+        );
+        conn.prepare_cached(&sql)?.execute(params![after, last])?;
+    }
     let n = conn
         .prepare_cached(
             "DELETE FROM sessions WHERE seq > ?1 AND seq <= ?2
@@ -158,12 +180,17 @@ pub fn purge_deleted_sites_sessions(conn: &Connection, after: i64, window: usize
 /// Its sessions go first, in a pass of [`purge_deleted_sites_sessions`].
 pub fn purge_deleted_site(conn: &Connection, site: i64, batch: usize) -> Result<usize> {
     let limit = batch as i64;
-    let sql = format!(
-        "DELETE FROM {} WHERE (h, seq) IN
-             (SELECT {}, seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
-        EVENT_ID_TABLES.cold,
-        sql_index_key("site", "client_event_id")
-    );
+    let sql = match conn.engine() {
+        Engine::Sqlite => format!(
+            "DELETE FROM {} WHERE (h, seq) IN
+                 (SELECT {}, seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
+            EVENT_ID_TABLES.cold,
+            sql_index_key("site", "client_event_id")
+        ),
+        Engine::Postgres => "DELETE FROM event_ids WHERE (site, client_event_id) IN
+                 (SELECT site, client_event_id FROM event_ids WHERE site = ?1 LIMIT ?2)"
+            .into(),
+    };
     conn.prepare_cached(&sql)?.execute(params![site, limit])?;
     let mut n = conn.execute(
         "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE site = ?1 ORDER BY seq LIMIT ?2)",
@@ -210,9 +237,9 @@ mod tests {
         assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 3);
         assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 2);
         assert_eq!(w.run(|c| purge_raw_events(c, cutoff, 3)).unwrap(), 0);
-        let left: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM events", [], |r| r.get(0))?)).unwrap();
+        let left: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM events", (), |r| r.get(0))?)).unwrap();
         assert_eq!(left, 5);
-        let total: i64 = store.read(|c| Ok(c.query_row("SELECT sum(events) FROM raw_event_totals", [], |r| r.get(0))?)).unwrap();
+        let total: i64 = store.read(|c| Ok(c.query_row("SELECT sum(events) FROM raw_event_totals", (), |r| r.get(0))?)).unwrap();
         assert_eq!(total, 5, "the kept total follows the deletions");
 
         let hour_cutoff = (now - Duration::days(90)).timestamp() / 3600;
@@ -222,7 +249,7 @@ mod tests {
         }
         assert!(removed >= 2, "old rollup and count rows removed, got {removed}");
         let sessions: i64 = store
-            .read(|c| Ok(c.query_row("SELECT coalesce(sum(sessions), 0) FROM rollup_hourly", [], |r| r.get(0))?))
+            .read(|c| Ok(c.query_row("SELECT coalesce(sum(sessions), 0) FROM rollup_hourly", (), |r| r.get(0))?))
             .unwrap();
         assert_eq!(sessions, 5);
 
@@ -267,7 +294,7 @@ mod tests {
         g.ingest(&events).unwrap();
         g.commit().unwrap();
         w.run(|_| Ok(())).unwrap();
-        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, (), |r| r.get(0))?)).unwrap() };
         assert_eq!(index_entries(&store, &w, 1).len(), 5);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();
@@ -278,7 +305,7 @@ mod tests {
         let left: Vec<String> = store
             .read(|c| {
                 let mut s = c.prepare("SELECT client_event_id FROM events ORDER BY seq")?;
-                let v = s.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                let v = s.query_map((), |r| r.get(0))?.collect::<crate::Result<_>>()?;
                 Ok(v)
             })
             .unwrap();
@@ -294,7 +321,7 @@ mod tests {
             store
                 .read(|c| {
                     let mut s = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-                    let v: Vec<String> = s.query_map(params![cutoff, 2], |r| r.get(3))?.collect::<rusqlite::Result<_>>()?;
+                    let v: Vec<String> = s.query_map(params![cutoff, 2], |r| r.get(3))?.collect::<crate::Result<_>>()?;
                     Ok(v.join("; "))
                 })
                 .unwrap()
@@ -320,7 +347,7 @@ mod tests {
         g.commit().unwrap();
         // The next commit merges them into the index.
         w.run(|_| Ok(())).unwrap();
-        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, (), |r| r.get(0))?)).unwrap() };
         assert_eq!(index_entries(&store, &w, 0).len(), 12);
 
         let cutoff = (now - Duration::days(90)).timestamp_millis();

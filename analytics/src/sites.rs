@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::db::{params, Connection, OptionalExtension, Row};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -60,9 +60,9 @@ pub fn create(conn: &Connection, s: &NewSite<'_>, now: DateTime<Utc>) -> Result<
         keep_utm: false,
         created_at: now,
     };
-    conn.execute(
+    let seq = conn.query_row(
         "INSERT INTO sites (id, account_id, name, domain, status, timezone, revenue_per_mille, wall, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) RETURNING seq",
         params![
             site.id.to_string(),
             site.account_id,
@@ -74,14 +74,15 @@ pub fn create(conn: &Connection, s: &NewSite<'_>, now: DateTime<Utc>) -> Result<
             site.wall.to_string(),
             ms(now)
         ],
+        |r| r.get(0),
     )?;
-    Ok(Site { seq: conn.last_insert_rowid(), ..site })
+    Ok(Site { seq, ..site })
 }
 
 const SITE_COLUMNS: &str =
     "seq, id, account_id, name, domain, status, timezone, revenue_per_mille, wall, created_at, keep_utm";
 
-fn site_from_row(r: &Row<'_>) -> rusqlite::Result<Site> {
+fn site_from_row(r: &Row<'_>) -> crate::Result<Site> {
     let id: String = r.get(1)?;
     let status: String = r.get(5)?;
     let tz: String = r.get(6)?;
@@ -114,14 +115,14 @@ pub fn list(conn: &Connection, account_id: i64) -> Result<Vec<Site>> {
     let mut stmt = conn.prepare(&format!(
         "SELECT {SITE_COLUMNS} FROM sites WHERE account_id = ?1 AND deleted_at IS NULL ORDER BY created_at, seq"
     ))?;
-    let sites = stmt.query_map([account_id], site_from_row)?.collect::<rusqlite::Result<_>>()?;
+    let sites = stmt.query_map([account_id], site_from_row)?.collect::<crate::Result<_>>()?;
     Ok(sites)
 }
 
 /// Every live site, for matching browser origins.
 pub fn all_domains(conn: &Connection) -> Result<Vec<String>> {
     let mut stmt = conn.prepare("SELECT DISTINCT domain FROM sites WHERE deleted_at IS NULL")?;
-    let domains = stmt.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+    let domains = stmt.query_map((), |r| r.get(0))?.collect::<crate::Result<_>>()?;
     Ok(domains)
 }
 

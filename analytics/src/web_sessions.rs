@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use rand::Rng;
-use rusqlite::{params, Connection, OptionalExtension};
+use crate::db::{params, Connection, OptionalExtension};
 
 use crate::accounts::{hash_secret, ms, user_from_row, User, USER_COLUMNS};
 use crate::Result;
@@ -90,7 +90,7 @@ mod tests {
         assert!(store.read(|c| find(c, &b.token, later)).unwrap().is_none(), "expired");
         // Opening another session sweeps the expired one away.
         w.run(|c| open(c, user, Duration::hours(1), later)).unwrap();
-        let rows: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM dashboard_sessions", [], |r| r.get(0))?)).unwrap();
+        let rows: i64 = store.read(|c| Ok(c.query_row("SELECT count(*) FROM dashboard_sessions", (), |r| r.get(0))?)).unwrap();
         assert_eq!(rows, 2);
 
         w.run(|c| close(c, &a.token)).unwrap();

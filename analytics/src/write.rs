@@ -18,6 +18,7 @@
 
 mod event_ids;
 mod index;
+mod postgres;
 #[cfg(test)]
 mod model_tests;
 mod rollups;
@@ -30,13 +31,14 @@ pub(crate) use sessions::TABLES as SESSION_TABLES;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
-use rusqlite::{params, CachedStatement, Connection};
+use rusqlite::{params, CachedStatement};
+
+use crate::db;
 use uuid::Uuid;
 
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
 use event_ids::{EventIds, Stored};
-pub(crate) use rollups::add_raw_total;
 use rollups::Deltas;
 use index::KeyMap;
 use sessions::{Known, SessionKey, Sessions};
@@ -68,9 +70,125 @@ impl Names {
     }
 }
 
-/// Owner of the write connection.
-pub struct Writer {
-    conn: Connection,
+/// The write connection of either engine: the collector's writer thread
+/// holds one, jobs and the admin CLI open their own.
+pub struct Writer(WriterEngine);
+
+enum WriterEngine {
+    Sqlite(SqliteWriter),
+    Postgres(postgres::PgWriter),
+}
+
+/// A group transaction: many commands, one commit.
+pub struct Group<'a>(GroupEngine<'a>);
+
+enum GroupEngine<'a> {
+    Sqlite(SqliteGroup<'a>),
+    Postgres(postgres::PgGroup<'a>),
+}
+
+impl Writer {
+    pub(crate) fn sqlite(conn: rusqlite::Connection) -> Result<Writer> {
+        Ok(Writer(WriterEngine::Sqlite(SqliteWriter::new(conn)?)))
+    }
+
+    pub(crate) fn postgres(conn: db::Connection) -> Result<Writer> {
+        Ok(Writer(WriterEngine::Postgres(postgres::PgWriter::new(conn))))
+    }
+
+    /// Starts a group transaction.
+    pub fn begin(&mut self) -> Result<Group<'_>> {
+        Ok(Group(match &mut self.0 {
+            WriterEngine::Sqlite(w) => GroupEngine::Sqlite(w.begin()?),
+            WriterEngine::Postgres(w) => GroupEngine::Postgres(w.begin()?),
+        }))
+    }
+
+    /// Runs one change in its own transaction.
+    pub fn run<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
+        let mut group = self.begin()?;
+        let out = group.apply(f)?;
+        group.commit()?;
+        Ok(out)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sqlite_writer(&mut self) -> &mut SqliteWriter {
+        match &mut self.0 {
+            WriterEngine::Sqlite(w) => w,
+            WriterEngine::Postgres(_) => panic!("a SQLite writer was expected"),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn index_at_once(&mut self) {
+        self.sqlite_writer().index_at_once();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn hot_entries(&self) -> [Vec<(i64, i64)>; 2] {
+        match &self.0 {
+            WriterEngine::Sqlite(w) => w.hot_entries(),
+            WriterEngine::Postgres(_) => panic!("a SQLite writer was expected"),
+        }
+    }
+}
+
+impl Group<'_> {
+    /// Stores one event and updates its session and the rollups.
+    pub fn ingest_event(&mut self, e: &NewEvent) -> Result<Ack> {
+        match &mut self.0 {
+            GroupEngine::Sqlite(g) => g.ingest_event(e),
+            GroupEngine::Postgres(g) => g.ingest_event(e),
+        }
+    }
+
+    /// Stores events; one answer per event, in order. Nothing of the batch
+    /// is kept when one of its events fails.
+    pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
+        match &mut self.0 {
+            GroupEngine::Sqlite(g) => g.ingest(events),
+            GroupEngine::Postgres(g) => g.ingest(events),
+        }
+    }
+
+    /// Runs `f` in a savepoint of the group transaction; `f` must not change
+    /// sessions or rollups (see [`Group::maintain`]).
+    pub fn apply<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
+        match &mut self.0 {
+            GroupEngine::Sqlite(g) => g.apply(f),
+            GroupEngine::Postgres(g) => g.apply(f),
+        }
+    }
+
+    /// Runs maintenance that may change rollups or sessions (retention).
+    pub fn maintain<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
+        match &mut self.0 {
+            GroupEngine::Sqlite(g) => g.maintain(f),
+            GroupEngine::Postgres(g) => g.apply(f),
+        }
+    }
+
+    /// Commits, with the rollups written.
+    pub fn commit(self) -> Result<()> {
+        match self.0 {
+            GroupEngine::Sqlite(g) => g.commit(),
+            GroupEngine::Postgres(g) => g.commit(),
+        }
+    }
+
+    /// Commits while more writes wait (SQLite may journal the rollup deltas).
+    pub fn commit_busy(self) -> Result<()> {
+        match self.0 {
+            GroupEngine::Sqlite(g) => g.commit_busy(),
+            GroupEngine::Postgres(g) => g.commit(),
+        }
+    }
+}
+
+/// Owner of a SQLite write connection.
+pub(crate) struct SqliteWriter {
+    conn: db::Connection,
     sessions: Sessions,
     event_ids: EventIds,
     /// When the oldest rollup deltas still in the journal were committed;
@@ -87,13 +205,14 @@ pub struct Writer {
 /// rollups (and so every query) may trail the raw events under heavy load.
 const APPLY_EVERY: Duration = Duration::from_millis(100);
 
-impl Writer {
-    pub(crate) fn new(conn: Connection) -> Result<Writer> {
+impl SqliteWriter {
+    pub(crate) fn new(conn: rusqlite::Connection) -> Result<SqliteWriter> {
         let hasher = IndexHasher::load(&conn)?;
         watch_deletes(&conn)?;
+        let conn = db::Connection::sqlite(conn);
         // A writer that stopped may have left rows in the journal.
         let journaled_since = Some(Instant::now());
-        Ok(Writer {
+        Ok(SqliteWriter {
             conn,
             sessions: Sessions::new(hasher),
             event_ids: EventIds::new(hasher),
@@ -104,15 +223,15 @@ impl Writer {
     }
 
     /// Starts a group transaction: many commands, one commit.
-    pub fn begin(&mut self) -> Result<Group<'_>> {
+    pub fn begin(&mut self) -> Result<SqliteGroup<'_>> {
         // IMMEDIATE takes the write lock up front, waiting (busy timeout) while
         // another write connection (the outbox sender, the alerts job) commits.
         // A deferred transaction that read first would instead fail at once
         // with "database is locked" when it tries to write after such a commit.
         let tx = Tx::begin_immediate(&self.conn)?;
-        let insert_event = self.conn.prepare_cached(INSERT_EVENT)?;
+        let insert_event = sqlite(&self.conn).prepare_cached(INSERT_EVENT)?;
         let [staged, scratch] = std::mem::take(&mut self.spare);
-        Ok(Group {
+        Ok(SqliteGroup {
             tx,
             insert_event,
             sessions: &mut self.sessions,
@@ -142,14 +261,6 @@ impl Writer {
     #[cfg(test)]
     pub(crate) fn hot_entries(&self) -> [Vec<(i64, i64)>; 2] {
         [self.sessions.index.hot_entries(), self.event_ids.index.hot_entries()]
-    }
-
-    /// Runs one change in its own transaction.
-    pub fn run<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let mut group = self.begin()?;
-        let out = group.apply(f)?;
-        group.commit()?;
-        Ok(out)
     }
 }
 
@@ -202,7 +313,7 @@ type Written = Vec<(SessionKey, Known, bool)>;
 
 /// A transaction shared by several commands. Each command runs in its own
 /// savepoint, so one failing command leaves the others' work in place.
-pub struct Group<'a> {
+pub(crate) struct SqliteGroup<'a> {
     tx: Tx<'a>,
     /// Taken from the connection's statement cache once per group rather than
     /// once per event (a hash of the statement's text, twice, each time).
@@ -229,7 +340,7 @@ pub struct Group<'a> {
 /// Records, on the write connection, the index keys of deleted sessions and
 /// events with a client event id (retention, deleted sites), so the writer
 /// drops them from the hot levels it keeps in memory.
-fn watch_deletes(conn: &Connection) -> Result<()> {
+fn watch_deletes(conn: &rusqlite::Connection) -> Result<()> {
     conn.execute_batch(&format!(
         "CREATE TEMP TABLE index_gone (events INTEGER NOT NULL, h INTEGER NOT NULL, seq INTEGER NOT NULL);
          CREATE TEMP TRIGGER sessions_gone AFTER DELETE ON main.sessions BEGIN
@@ -245,7 +356,7 @@ fn watch_deletes(conn: &Connection) -> Result<()> {
 }
 
 /// Takes the keys recorded by [`watch_deletes`]: sessions', then event ids'.
-fn take_gone(conn: &Connection) -> Result<[Vec<(i64, i64)>; 2]> {
+fn take_gone(conn: &rusqlite::Connection) -> Result<[Vec<(i64, i64)>; 2]> {
     let mut gone = [Vec::new(), Vec::new()];
     let mut stmt = conn.prepare_cached("SELECT events, h, seq FROM temp.index_gone")?;
     let mut rows = stmt.query([])?;
@@ -256,7 +367,7 @@ fn take_gone(conn: &Connection) -> Result<[Vec<(i64, i64)>; 2]> {
     Ok(gone)
 }
 
-impl Group<'_> {
+impl SqliteGroup<'_> {
     /// Stores one event and updates its session and the rollups.
     pub fn ingest_event(&mut self, e: &NewEvent) -> Result<Ack> {
         // One event writes one row with one statement, which SQLite undoes
@@ -275,10 +386,10 @@ impl Group<'_> {
         let (sessions, event_ids) = (&mut *self.sessions, &mut *self.event_ids);
         let (scratch, staged, insert) = (&mut self.scratch, &self.staged, &mut self.insert_event);
         scratch.clear();
-        let acks = in_savepoint(&self.tx, |conn| {
+        let acks = in_savepoint(self.tx.conn, |conn| {
             events
                 .iter()
-                .map(|e| ingest_one(conn, insert, e, scratch, Some(staged), sessions, event_ids))
+                .map(|e| ingest_one(sqlite(conn), insert, e, scratch, Some(staged), sessions, event_ids))
                 .collect::<Result<Vec<_>>>()
         })?;
         self.staged.merge(&mut self.scratch);
@@ -287,16 +398,16 @@ impl Group<'_> {
 
     /// Runs `f` inside a savepoint of the group transaction. `f` must not
     /// change sessions or rollups: use [`Group::maintain`] for that.
-    pub fn apply<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn apply<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
         self.may_delete = true;
-        in_savepoint(&self.tx, f)
+        in_savepoint(self.tx.conn, f)
     }
 
     /// Runs maintenance that may change rollups or delete deleted sites'
     /// sessions (retention): the staged changes and the rollup journal are
     /// written first. What the writer remembers of a deleted site's sessions
     /// is left: that site takes no more events.
-    pub fn maintain<T>(&mut self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    pub fn maintain<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
         let mut staged = std::mem::take(&mut self.staged);
         let before = self.written.len();
         let to = Rollups::Tables { journal: self.journaled_since.is_some() };
@@ -386,12 +497,36 @@ pub(crate) struct SessionState {
 }
 
 impl SessionState {
-    fn counters(&self) -> [i64; 6] {
+    /// The session's state once `e` is counted in it (`old` is `None` for a new session).
+    pub(crate) fn after(old: Option<&SessionState>, e: &NewEvent, names: &mut Names) -> SessionState {
+        let hour = hour_of(e.occurred_at);
+        let mut new = old.cloned().unwrap_or_else(|| SessionState {
+            first_hour: hour,
+            device: e.device.code(),
+            country: names.get(&e.country),
+            variant: names.get(""),
+            forced: false,
+            flags: 0,
+        });
+        new.first_hour = new.first_hour.min(hour);
+        new.flags |= e.event_type.flag();
+        if e.forced_variant {
+            new.forced = true;
+            new.variant = names.get("");
+        } else if !new.forced && new.variant.is_empty() {
+            if let Some(v) = &e.variant {
+                new.variant = names.get(v);
+            }
+        }
+        new
+    }
+
+    pub(crate) fn counters(&self) -> [i64; 6] {
         let has = |f: u8| i64::from(self.flags & f == f);
         [1, has(flags::ADBLOCK), has(flags::WALL), has(flags::DISMISSED), has(flags::CONVERTED), has(flags::WALL | flags::CONVERTED)]
     }
 
-    fn same_row(&self, other: &SessionState) -> bool {
+    pub(crate) fn same_row(&self, other: &SessionState) -> bool {
         self.first_hour == other.first_hour
             && self.device == other.device
             && self.country == other.country
@@ -402,28 +537,28 @@ impl SessionState {
 /// A group's transaction. Its `BEGIN`, `COMMIT` and `ROLLBACK` are prepared
 /// once per connection, where rusqlite's `Transaction` parses them every time.
 struct Tx<'a> {
-    conn: &'a Connection,
+    conn: &'a db::Connection,
     committed: bool,
 }
 
 impl<'a> Tx<'a> {
-    fn begin_immediate(conn: &'a Connection) -> Result<Tx<'a>> {
-        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    fn begin_immediate(conn: &'a db::Connection) -> Result<Tx<'a>> {
+        sqlite(conn).prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
         Ok(Tx { conn, committed: false })
     }
 
     fn commit(mut self) -> Result<()> {
-        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        sqlite(self.conn).prepare_cached("COMMIT")?.execute([])?;
         self.committed = true;
         Ok(())
     }
 }
 
 impl std::ops::Deref for Tx<'_> {
-    type Target = Connection;
+    type Target = rusqlite::Connection;
 
-    fn deref(&self) -> &Connection {
-        self.conn
+    fn deref(&self) -> &rusqlite::Connection {
+        sqlite(self.conn)
     }
 }
 
@@ -431,8 +566,9 @@ impl Drop for Tx<'_> {
     /// Rolls back a transaction that did not commit, unless SQLite already
     /// has (after some I/O errors it does so on its own).
     fn drop(&mut self) {
-        if !self.committed && !self.conn.is_autocommit() {
-            if let Err(e) = self.conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([])) {
+        let conn = sqlite(self.conn);
+        if !self.committed && !conn.is_autocommit() {
+            if let Err(e) = conn.prepare_cached("ROLLBACK").and_then(|mut s| s.execute([])) {
                 tracing::error!(error = %e, "cannot roll back a group transaction");
             }
         }
@@ -442,9 +578,10 @@ impl Drop for Tx<'_> {
 /// Runs `f` in a savepoint: released when `f` succeeds, rolled back when it
 /// fails. The statements are prepared once per connection, not parsed per
 /// command as rusqlite's `Savepoint` does.
-fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+fn in_savepoint<T>(db: &db::Connection, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
+    let conn = sqlite(db);
     conn.prepare_cached("SAVEPOINT command")?.execute([])?;
-    match f(conn) {
+    match f(db) {
         Ok(out) => {
             conn.prepare_cached("RELEASE command")?.execute([])?;
             Ok(out)
@@ -457,6 +594,11 @@ fn in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) 
     }
 }
 
+/// The SQLite connection of the SQLite writer, which is only ever built on one.
+fn sqlite(conn: &db::Connection) -> &rusqlite::Connection {
+    conn.as_sqlite().expect("the SQLite writer holds a SQLite connection")
+}
+
 /// A stored event's id: a UUID v7 from its arrival time and the thread's
 /// userspace generator (`Uuid::now_v7` asks the kernel for its random bits,
 /// a system call per event on the writer thread).
@@ -465,7 +607,7 @@ fn event_id(received_at: chrono::DateTime<chrono::Utc>) -> Uuid {
     uuid::Builder::from_unix_timestamp_millis(received_at.timestamp_millis().max(0) as u64, &random).into_uuid()
 }
 
-fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
+pub(crate) fn hour_of(t: chrono::DateTime<chrono::Utc>) -> i64 {
     t.timestamp().div_euclid(3600)
 }
 
@@ -477,7 +619,7 @@ const INSERT_EVENT: &str = "INSERT INTO events (id, site, session_id, event_type
 /// group staged before, when that is not `mine`. Nothing is staged unless the
 /// event's row was written.
 fn ingest_one(
-    conn: &Connection,
+    conn: &rusqlite::Connection,
     insert_event: &mut CachedStatement<'_>,
     e: &NewEvent,
     mine: &mut Staged,
@@ -501,7 +643,6 @@ fn ingest_one(
     }
 
     let id = event_id(e.received_at);
-    let hour = hour_of(e.occurred_at);
     let key = sessions.key(e.site_seq, &e.session_id);
     let (seq, old) = match mine.sessions.get(&key).or_else(|| group.and_then(|g| g.sessions.get(&key))) {
         Some(p) => (p.seq, Some(p.state.clone())),
@@ -510,24 +651,7 @@ fn ingest_one(
             None => (None, None),
         },
     };
-    let mut new = old.clone().unwrap_or_else(|| SessionState {
-        first_hour: hour,
-        device: e.device.code(),
-        country: sessions.names.get(&e.country),
-        variant: sessions.names.get(""),
-        forced: false,
-        flags: 0,
-    });
-    new.first_hour = new.first_hour.min(hour);
-    new.flags |= e.event_type.flag();
-    if e.forced_variant {
-        new.forced = true;
-        new.variant = sessions.names.get("");
-    } else if !new.forced && new.variant.is_empty() {
-        if let Some(v) = &e.variant {
-            new.variant = sessions.names.get(v);
-        }
-    }
+    let new = SessionState::after(old.as_ref(), e, &mut sessions.names);
 
     insert_event.execute(params![
         id.hyphenated().encode_lower(&mut Uuid::encode_buffer()) as &str,
@@ -546,21 +670,7 @@ fn ingest_one(
         mine.event_ids.insert(key, stored);
     }
 
-    let deltas = &mut mine.deltas;
-    match &old {
-        None => deltas.bump_rollup(e.site_seq, &new, new.counters()),
-        Some(old) if old.same_row(&new) => {
-            if old.flags != new.flags {
-                let (o, n) = (old.counters(), new.counters());
-                deltas.bump_rollup(e.site_seq, &new, std::array::from_fn(|i| n[i] - o[i]));
-            }
-        }
-        Some(old) => {
-            deltas.bump_rollup(e.site_seq, old, old.counters().map(|c| -c));
-            deltas.bump_rollup(e.site_seq, &new, new.counters());
-        }
-    }
-    deltas.count_event(e.site_seq, hour, e.event_type.code(), new.device, &new.country);
+    mine.deltas.count(e, old.as_ref(), &new);
     // A session row is written when the session is new or changed.
     if old.as_ref() != Some(&new) {
         mine.sessions.insert(key, Pending { seq, state: new, last_seen: e.occurred_at.timestamp_millis() });
@@ -579,7 +689,7 @@ enum Rollups {
 
 /// Writes what a group staged: changed sessions (listed in `written`), then
 /// the rollup deltas; true if they went to the journal.
-fn flush(conn: &Connection, staged: &mut Staged, written: &mut Written, to: Rollups) -> Result<bool> {
+fn flush(conn: &rusqlite::Connection, staged: &mut Staged, written: &mut Written, to: Rollups) -> Result<bool> {
     let mut append = conn.prepare_cached(
         "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
@@ -638,7 +748,7 @@ mod tests {
         let (dir, store) = temp_store();
         let mut writer = store.open_writer(Durability::Normal).unwrap();
         // Busy commits journal until a test says otherwise, however slow the machine.
-        writer.apply_every = std::time::Duration::from_secs(3600);
+        writer.sqlite_writer().apply_every = std::time::Duration::from_secs(3600);
         let site = testing::site(&mut writer, "acme.test", Utc::now());
         Fixture { _dir: dir, store, writer, site }
     }
@@ -695,7 +805,7 @@ mod tests {
                     )?;
                     let rows = s
                         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?)))?
-                        .collect::<rusqlite::Result<_>>()?;
+                        .collect::<crate::Result<_>>()?;
                     Ok(rows)
                 })
                 .unwrap()
@@ -706,7 +816,7 @@ mod tests {
     fn a_group_leaves_its_emptied_maps_to_the_next_unless_they_grew_large() {
         let mut f = fixture();
         f.send("s1", EventType::Pageview, at(9, 0), None);
-        let staged = &f.writer.spare[0];
+        let staged = &f.writer.sqlite_writer().spare[0];
         assert!(staged.sessions.is_empty() && staged.deltas.capacity() > 0);
         assert!(staged.sessions.capacity() > 0, "a small group's memory is kept");
 
@@ -714,7 +824,7 @@ mod tests {
         let mut g = f.writer.begin().unwrap();
         g.ingest(&batch).unwrap();
         g.commit().unwrap();
-        assert_eq!(f.writer.spare[0].sessions.capacity(), 0, "a large group's memory is given back");
+        assert_eq!(f.writer.sqlite_writer().spare[0].sessions.capacity(), 0, "a large group's memory is given back");
         assert_eq!(f.count("SELECT sum(sessions) FROM rollup_hourly"), 5001);
     }
 
@@ -804,7 +914,7 @@ mod tests {
             f.store
                 .read(|c| {
                     let mut s = c.prepare(sql)?;
-                    let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<rusqlite::Result<_>>()?;
+                    let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?.collect::<crate::Result<_>>()?;
                     Ok(v)
                 })
                 .unwrap()
@@ -834,8 +944,8 @@ mod tests {
 
     /// Small limits, so that keys reach the hot level and the cold index table.
     fn small_index_limits(writer: &mut super::Writer, tail: usize) {
-        writer.sessions.index.set_limits(tail, 3, 2);
-        writer.event_ids.index.set_limits(tail, 2, 1);
+        writer.sqlite_writer().sessions.index.set_limits(tail, 3, 2);
+        writer.sqlite_writer().event_ids.index.set_limits(tail, 2, 1);
     }
 
     #[test]
@@ -871,7 +981,7 @@ mod tests {
     fn the_hot_index_stays_near_its_limit_when_commits_merge_more_than_a_chunk() {
         let mut f = fixture();
         small_index_limits(&mut f.writer, 0);
-        f.writer.sessions.index.set_limits(0, 4, 1);
+        f.writer.sqlite_writer().sessions.index.set_limits(0, 4, 1);
         for commit in 0..10 {
             let events: Vec<NewEvent> = (0..6).map(|i| testing::pageview(&f.site, &format!("{commit:02x}{i}-session"), at(9, 0))).collect();
             let mut g = f.writer.begin().unwrap();
@@ -886,8 +996,8 @@ mod tests {
 
     /// [`small_index_limits`], with room for `hot` keys in each hot level.
     fn index_limits(writer: &mut super::Writer, tail: usize, hot: usize) {
-        writer.sessions.index.set_limits(tail, hot, 2);
-        writer.event_ids.index.set_limits(tail, hot, 1);
+        writer.sqlite_writer().sessions.index.set_limits(tail, hot, 2);
+        writer.sqlite_writer().event_ids.index.set_limits(tail, hot, 1);
     }
 
     /// Sends a pageview with a client event id in a session of its own, per name.
@@ -899,8 +1009,8 @@ mod tests {
 
     /// Limits that move every key of the tail and the hot level into the cold table at the next commit.
     fn drain_everything(writer: &mut super::Writer) {
-        writer.sessions.index.set_limits(0, 0, 1000);
-        writer.event_ids.index.set_limits(0, 0, 1000);
+        writer.sqlite_writer().sessions.index.set_limits(0, 0, 1000);
+        writer.sqlite_writer().event_ids.index.set_limits(0, 0, 1000);
     }
 
     /// The cold tables hold exactly one entry per session and per event, nothing else.
@@ -1041,7 +1151,7 @@ mod tests {
         assert_eq!(rollup_totals(&f.store), (16, 16));
         let stored: Vec<String> = f
             .store
-            .read(|c| Ok(c.prepare("SELECT session_id FROM sessions ORDER BY seq")?.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?))
+            .read(|c| Ok(c.prepare("SELECT session_id FROM sessions ORDER BY seq")?.query_map([], |r| r.get(0))?.collect::<crate::Result<_>>()?))
             .unwrap();
         assert_eq!(stored, all, "session ids are stored as sent");
     }
@@ -1060,7 +1170,7 @@ mod tests {
         small_index_limits(&mut f.writer, 2);
         // The first lookups start the builds.
         f.send_full("warm-up-session", EventType::Pageview, at(9, 0), None, false, Some("ff-warm-up"));
-        assert!(f.writer.sessions.index.wait_for_filter() && f.writer.event_ids.index.wait_for_filter());
+        assert!(f.writer.sqlite_writer().sessions.index.wait_for_filter() && f.writer.sqlite_writer().event_ids.index.wait_for_filter());
         let mut second = Vec::new();
         for (i, id) in ids.iter().enumerate() {
             let again = send(&mut f, i, EventType::Pageview, id);
@@ -1086,8 +1196,8 @@ mod tests {
         // Four hash values for all keys: six sessions and six event ids share each.
         let colliding = |w: &mut super::Writer| {
             small_index_limits(w, 2);
-            w.sessions.index.collide(2);
-            w.event_ids.index.collide(2);
+            w.sqlite_writer().sessions.index.collide(2);
+            w.sqlite_writer().event_ids.index.collide(2);
         };
         colliding(&mut f.writer);
         let send = |f: &mut Fixture, i: usize, t: EventType, id: &str| f.send_full(&format!("s{i}"), t, at(9, 0), None, false, Some(id));
@@ -1127,10 +1237,9 @@ mod tests {
                     "SELECT event_type, events FROM raw_event_totals WHERE events ORDER BY 1".into(),
                 ] {
                     let mut s = c.prepare(&sql)?;
-                    let n = s.column_count();
                     let mut rows = s.query([])?;
                     while let Some(r) = rows.next()? {
-                        let cells: Vec<String> = (0..n).map(|i| format!("{:?}", r.get_ref(i).unwrap())).collect();
+                        let cells: Vec<String> = (0..r.column_count()).map(|i| format!("{:?}", r.value(i).unwrap())).collect();
                         out += &cells.join(",");
                         out.push('\n');
                     }
@@ -1185,12 +1294,12 @@ mod tests {
         f.send_busy("s1", EventType::Pageview, at(9, 0));
         f.send_busy("s2", EventType::Pageview, at(9, 1));
         assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 2);
-        f.writer.apply_every = std::time::Duration::ZERO;
+        f.writer.sqlite_writer().apply_every = std::time::Duration::ZERO;
         f.send_busy("s3", EventType::Pageview, at(9, 2));
         assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 0);
         assert_eq!(rollup_totals(&f.store), (3, 0));
         // The clock starts again with the next journaled row.
-        f.writer.apply_every = std::time::Duration::from_secs(3600);
+        f.writer.sqlite_writer().apply_every = std::time::Duration::from_secs(3600);
         f.send_busy("s4", EventType::Pageview, at(9, 3));
         f.send_busy("s5", EventType::Pageview, at(9, 4));
         assert_eq!(f.count("SELECT count(*) FROM rollup_journal"), 2);
@@ -1237,6 +1346,7 @@ mod tests {
     fn an_event_whose_row_cannot_be_written_leaves_nothing_staged() {
         let mut f = fixture();
         f.writer
+            .sqlite_writer()
             .conn
             .execute_batch("CREATE TEMP TRIGGER refuse BEFORE INSERT ON main.events WHEN new.session_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END")
             .unwrap();
@@ -1253,7 +1363,7 @@ mod tests {
         assert_eq!((f.count("SELECT count(*) FROM events"), f.count("SELECT count(*) FROM sessions")), (1, 1));
         assert_eq!(rollup_totals(&f.store), (1, 1));
         // Their event ids were not taken as stored: sent again, they are.
-        f.writer.conn.execute_batch("DROP TRIGGER temp.refuse").unwrap();
+        f.writer.sqlite_writer().conn.execute_batch("DROP TRIGGER temp.refuse").unwrap();
         assert!(!f.send_full("bad", EventType::Pageview, at(9, 5), None, false, Some("e2")).duplicate);
         assert!(!f.send_full("good-too", EventType::Pageview, at(9, 5), None, false, Some("e3")).duplicate);
         assert_eq!(rollup_totals(&f.store), (3, 1));
@@ -1274,7 +1384,7 @@ mod tests {
             .store
             .read(|c| {
                 let mut s = c.prepare("SELECT name FROM accounts ORDER BY name")?;
-                let v = s.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
+                let v = s.query_map([], |r| r.get(0))?.collect::<crate::Result<_>>()?;
                 Ok(v)
             })
             .unwrap();

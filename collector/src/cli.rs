@@ -149,6 +149,9 @@ pub fn run_admin(cmd: AdminCommand) -> anyhow::Result<()> {
 /// `admin backup`: SQLite's online backup of a database a collector may be
 /// serving; the copy's size and time go to stderr.
 fn backup(db: &Path, to: &Path, force: bool) -> anyhow::Result<()> {
+    if analytics::store::is_postgres_url(&db.to_string_lossy()) {
+        bail!("admin backup copies a SQLite file; back up a PostgreSQL database with pg_dump (see the README)");
+    }
     if !db.is_file() {
         bail!("no database at {}", db.display());
     }
@@ -177,5 +180,5 @@ fn backup(db: &Path, to: &Path, force: bool) -> anyhow::Result<()> {
 }
 
 fn open(db: &PathBuf) -> anyhow::Result<Store> {
-    Store::open(db).with_context(|| format!("opening database {}", db.display()))
+    Store::open(db).with_context(|| format!("opening database {}", analytics::store::describe(db)))
 }

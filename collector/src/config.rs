@@ -135,7 +135,8 @@ pub enum SmtpTls {
 /// The serve flags. Every one also reads `POSTERN_<NAME>` from the environment.
 #[derive(Debug, Clone, Default, Args)]
 pub struct ServeArgs {
-    /// SQLite database file (created if missing) [default: postern.db]
+    /// The database: a SQLite file (created if missing) or a PostgreSQL URL,
+    /// postgres://user[:password]@host[:port]/dbname [default: postern.db]
     #[arg(long, env = "POSTERN_DB")]
     pub db: Option<PathBuf>,
     /// Address to listen on; port 0 picks a free port [default: 127.0.0.1:8080]

@@ -1,7 +1,8 @@
 //! An in-memory directory of sites, site domains and API keys, so the hot
 //! ingestion path does not ask the database on every event. Entries live a
 //! few seconds (changes made by the admin CLI show up quickly) and the API's
-//! own changes invalidate them at once. Misses are never cached, so the
+//! own changes invalidate them at once, on every node sharing a PostgreSQL
+//! database (announced through it). Misses are never cached, so the
 //! directory only ever holds real sites and keys.
 
 use std::collections::HashMap;
@@ -66,6 +67,16 @@ where
     tokio::task::spawn_blocking(move || store.read(f)).await.map_err(ApiError::internal)?.map_err(ApiError::from)
 }
 
+/// Tells the other nodes; a failure only delays them to the entries' expiry.
+async fn announce(store: &Arc<Store>, change: String) {
+    let store = store.clone();
+    match tokio::task::spawn_blocking(move || store.announce(&change)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot announce a change to the other nodes"),
+        Err(e) => tracing::warn!(error = %e, "announcing a change failed"),
+    }
+}
+
 impl Directory {
     /// A live site by id, whatever its account.
     pub async fn site(&self, store: &Arc<Store>, id: Uuid) -> Result<Option<Arc<Site>>, ApiError> {
@@ -114,15 +125,33 @@ impl Directory {
         Ok(domains)
     }
 
-    /// Forgets a site (and the domain list) after the API changed it.
-    pub fn forget_site(&self, id: Uuid) {
-        write(&self.sites).remove(&id);
-        *write(&self.domains) = None;
+    /// Forgets a site (and the domain list) after it changed, here and on
+    /// every node sharing the database.
+    pub async fn forget_site(&self, store: &Arc<Store>, id: Uuid) {
+        self.forget(&format!("site:{id}"));
+        announce(store, format!("site:{id}")).await;
     }
 
-    /// Forgets every cached key after one was revoked.
-    pub fn forget_keys(&self) {
-        write(&self.keys).clear();
+    /// Forgets every cached key after one was revoked, here and on every node.
+    pub async fn forget_keys(&self, store: &Arc<Store>) {
+        self.forget("keys");
+        announce(store, "keys".into()).await;
+    }
+
+    /// Forgets what an announced change names: `site:<id>`, `keys`, or `*` (everything).
+    pub fn forget(&self, change: &str) {
+        match change.strip_prefix("site:").map(Uuid::parse_str) {
+            Some(Ok(id)) => {
+                write(&self.sites).remove(&id);
+                *write(&self.domains) = None;
+            }
+            _ if change == "keys" => write(&self.keys).clear(),
+            _ => {
+                write(&self.sites).clear();
+                write(&self.keys).clear();
+                *write(&self.domains) = None;
+            }
+        }
     }
 
     /// Records that a key was just used, so the once-a-minute touch is not repeated.

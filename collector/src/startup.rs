@@ -11,6 +11,8 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
+use analytics::store::Durability;
+
 use crate::config::Config;
 use crate::geo::CountryResolver;
 use crate::ingest::writer;
@@ -22,12 +24,23 @@ use crate::{api, connections, delivery, demo, gateway, jobs, storage, telemetry}
 /// How long open connections get to finish once shutdown starts.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
+/// Runs `f` on a thread of its own, outside the runtime: opening a store or
+/// a connection blocks, and on PostgreSQL it waits on the driver's runtime,
+/// which a runtime thread may not do. Nothing is served while startup waits.
+fn outside_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+}
+
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let geo = CountryResolver::new(config.country_header.clone(), config.geoip_db.as_deref())?;
-    let store = Arc::new(storage::open(&config)?);
+    let (store, ingest_writer, outbox_writer) = outside_runtime(|| -> anyhow::Result<_> {
+        let store = storage::open(&config)?;
+        let ingest = store.open_writer(config.durability).context("opening the write connection")?;
+        let outbox = store.open_writer(Durability::Full).context("opening the outbox's write connection")?;
+        Ok((Arc::new(store), ingest, outbox))
+    })?;
     let metrics = Arc::new(Metrics::default());
-    let (writer, writer_thread) = writer::start(&store, config.durability, config.queue_capacity, metrics.clone())
-        .context("starting the writer")?;
+    let (writer, writer_thread) = writer::start(ingest_writer, config.queue_capacity, metrics.clone()).context("starting the writer")?;
     connections::raise_open_files_limit(config.max_connections);
     let listener = TcpListener::bind(config.listen)
         .await
@@ -44,12 +57,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     println!("postern listening on http://{addr}");
 
+    // What other nodes sharing the database change, this one forgets at once.
+    let listening = {
+        let changed = Arc::downgrade(&ctx);
+        ctx.store.listen(move |change| {
+            if let Some(ctx) = changed.upgrade() {
+                ctx.directory.forget(change);
+            }
+        })
+    };
     let jobs = jobs::spawn_all(&ctx);
-    let deliveries = delivery::Worker::start(&ctx.store, &ctx.config.delivery, &ctx.tasks).context("starting the delivery worker")?;
+    let deliveries = delivery::Worker::start(&ctx.store, outbox_writer, &ctx.config.delivery, &ctx.tasks).context("starting the delivery worker")?;
     serve(listener, ctx.clone(), shutdown).await;
     for job in jobs {
         job.abort();
     }
+    drop(listening);
     // Sends in flight finish and are recorded, so nothing is sent twice after a restart.
     deliveries.stop().await;
     tracing::info!("stopped accepting; committing queued writes");

@@ -15,6 +15,11 @@ use crate::config::Config;
 /// schema. A new database has nothing to check.
 pub fn open(config: &Config) -> anyhow::Result<Store> {
     let db = &config.db;
+    let shown = analytics::store::describe(db);
+    if analytics::store::is_postgres_url(&db.to_string_lossy()) {
+        // PostgreSQL checks its own pages; there is no file to check.
+        return Store::open(db).with_context(|| format!("opening database {shown}"));
+    }
     if config.skip_integrity_check {
         tracing::info!(db = %db.display(), "integrity check skipped");
     } else if db.exists() {
@@ -30,7 +35,7 @@ pub fn open(config: &Config) -> anyhow::Result<Store> {
         );
         tracing::info!(db = %db.display(), took_ms, "integrity check passed");
     }
-    Store::open(db).with_context(|| format!("opening database {}", db.display()))
+    Store::open(db).with_context(|| format!("opening database {shown}"))
 }
 
 /// Bytes an unprivileged writer may still use on the file system holding `path`.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use chrono::NaiveDate;
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection};
 
 use super::{Selection, ROLLUP_FILTER};
 use crate::model::{Device, Site};

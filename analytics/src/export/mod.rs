@@ -69,8 +69,8 @@ fn file_safe(s: &str) -> String {
 
 /// The rollup filter shared by every export query: site, UTC hours, device
 /// and countries as parameters ?1 to ?5.
-const ROLLUP_FILTER: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
-     AND (?5 IS NULL OR country IN (SELECT value FROM json_each(?5)))";
+const ROLLUP_FILTER: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (device = ?4 OR ?4 IS NULL)
+     AND (country IN (SELECT value FROM json_each(?5)) OR ?5 IS NULL)";
 
 #[cfg(test)]
 mod tests {
@@ -87,8 +87,8 @@ mod tests {
                 let plan: Vec<String> = store
                     .read(|c| {
                         let mut stmt = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-                        let rows = stmt.query_map(rusqlite::params![1, 0, 1_000_000, args.0, args.1], |r| r.get::<_, String>(3))?;
-                        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+                        let rows = stmt.query_map(crate::params![1, 0, 1_000_000, args.0, args.1], |r| r.get::<_, String>(3))?;
+                        Ok(rows.collect::<crate::Result<Vec<_>>>()?)
                     })
                     .unwrap();
                 assert!(!plan.iter().any(|step| step.contains("TEMP B-TREE")), "{sql}\n{plan:#?}");

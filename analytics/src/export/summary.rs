@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::NaiveDate;
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection};
 
 use super::{Selection, ROLLUP_FILTER};
 use crate::ab::VariantResult;
@@ -57,18 +57,18 @@ impl Summary {
             totals.add(&c);
             per_day.entry(day).or_default().add(&c);
             per_device.entry(r.get(1)?).or_default().add(&c);
-            let country = r.get_ref(2)?.as_str().map_err(rusqlite::Error::from)?;
-            match per_country.get_mut(country) {
+            let country: String = r.get(2)?;
+            match per_country.get_mut(&country) {
                 Some(sum) => sum.add(&c),
                 None => {
-                    per_country.insert(country.to_owned(), c);
+                    per_country.insert(country, c);
                 }
             }
             // Variant '' holds sessions without a (non-forced) variant: never an A/B arm.
-            let variant = r.get_ref(3)?.as_str().map_err(rusqlite::Error::from)?;
+            let variant: String = r.get(3)?;
             if !variant.is_empty() {
                 let wall_conversions: u64 = r.get(9)?;
-                let v = seen.entry(variant.to_owned()).or_default();
+                let v = seen.entry(variant).or_default();
                 v.0 += c.walls;
                 v.1 += wall_conversions;
             }

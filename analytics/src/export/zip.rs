@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection};
 use serde::Serialize;
 use serde_json::json;
 use zip::write::SimpleFileOptions;
@@ -150,8 +150,8 @@ pub(super) fn events_sql() -> String {
                 AND c.site = e.site AND c.session_id = e.session_id),
              (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))
          WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
-           AND (?4 IS NULL OR s.device = ?4)
-           AND (?5 IS NULL OR coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)))
+           AND (s.device = ?4 OR ?4 IS NULL)
+           AND (coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)) OR ?5 IS NULL)
          ORDER BY e.seq"
     )
 }
@@ -170,7 +170,7 @@ fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl W
     ])?;
     let mut written = 0;
     while let Some(r) = rows.next()? {
-        serde_json::to_writer(&mut out, &stored_event(site, r)?).map_err(std::io::Error::from)?;
+        serde_json::to_writer(&mut out, &stored_event(site, &r)?).map_err(std::io::Error::from)?;
         out.write_all(b"\n")?;
         written += 1;
     }
@@ -204,7 +204,7 @@ mod tests {
             g.ingest(&[NewEvent { device, ..testing::pageview(&site, &format!("s{i}"), now) }]).unwrap();
             g.commit().unwrap();
         }
-        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, [], |r| r.get(0))?)).unwrap() };
+        let count = |sql: &str| -> i64 { store.read(|c| Ok(c.query_row(sql, (), |r| r.get(0))?)).unwrap() };
         let (cold, hot) = (count("SELECT count(*) FROM session_index") as usize, w.hot_entries()[0].len());
         assert!(cold > 0 && hot > 0 && cold + hot < 8, "cold {cold}, hot {hot}, tail {}", 8 - cold - hot);
 

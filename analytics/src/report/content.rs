@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{Datelike, NaiveDate};
-use rusqlite::{params, Connection};
+use crate::db::{params, Connection};
 use serde::{Deserialize, Serialize};
 
 use super::config::{Filters, Metric, Spec};
@@ -239,10 +239,10 @@ impl Scope {
     }
 }
 
-const SCOPE_SQL: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (?4 IS NULL OR device = ?4)
-     AND (?5 IS NULL OR country IN (SELECT value FROM json_each(?5)))";
+const SCOPE_SQL: &str = "site = ?1 AND hour >= ?2 AND hour < ?3 AND (device = ?4 OR ?4 IS NULL)
+     AND (country IN (SELECT value FROM json_each(?5)) OR ?5 IS NULL)";
 
-fn counters_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Counters> {
+fn counters_row(r: &crate::db::Row<'_>, at: usize) -> crate::Result<Counters> {
     Ok(Counters {
         sessions: r.get(at)?,
         adblock: r.get(at + 1)?,
@@ -290,7 +290,7 @@ fn grouped(conn: &Connection, site: &Site, period: &Period, scope: &Scope, colum
         .query_map(params![site.seq, from, to, scope.device.map(Device::code), scope.countries_json()], |r| {
             Ok((r.get::<_, String>(0)?, counters_row(r, 1)?, r.get::<_, u64>(6)?))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::Result<Vec<_>>>()?;
     Ok(rows)
 }
 
@@ -335,7 +335,7 @@ fn event_counts(conn: &Connection, site: &Site, period: &Period, scope: &Scope) 
         .query_map(params![site.seq, from, to, scope.device.map(Device::code), scope.countries_json()], |r| {
             Ok((r.get::<_, i64>(0)?, r.get::<_, u64>(1)?))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::Result<Vec<_>>>()?;
     Ok(rows.into_iter().filter_map(|(code, n)| Some((EventType::from_code(code)?, n))).collect())
 }
 

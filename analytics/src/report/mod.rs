@@ -10,7 +10,7 @@ pub mod content;
 pub mod schedule;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use crate::db::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -34,7 +34,7 @@ pub struct ReportConfig {
 
 const CONFIG_COLUMNS: &str = "id, site_id, name, type, enabled, spec, created_at, updated_at";
 
-fn config_from_row(r: &Row<'_>) -> rusqlite::Result<std::result::Result<ReportConfig, String>> {
+fn config_from_row(r: &Row<'_>) -> crate::Result<std::result::Result<ReportConfig, String>> {
     let id: String = r.get(0)?;
     let site_id: String = r.get(1)?;
     let kind: String = r.get(3)?;
@@ -56,7 +56,7 @@ fn config_from_row(r: &Row<'_>) -> rusqlite::Result<std::result::Result<ReportCo
     Ok(parsed)
 }
 
-fn collect_configs(rows: impl Iterator<Item = rusqlite::Result<std::result::Result<ReportConfig, String>>>) -> Result<Vec<ReportConfig>> {
+fn collect_configs(rows: impl Iterator<Item = crate::Result<std::result::Result<ReportConfig, String>>>) -> Result<Vec<ReportConfig>> {
     rows.map(|r| r?.map_err(Error::Corrupt)).collect()
 }
 
@@ -124,7 +124,7 @@ pub fn scheduled(conn: &Connection) -> Result<Vec<(ReportConfig, Uuid)>> {
            AND site_id IN (SELECT id FROM sites WHERE deleted_at IS NULL)
          ORDER BY created_at, id"
     ))?;
-    let rows = stmt.query_map([], config_from_row)?;
+    let rows = stmt.query_map((), config_from_row)?;
     Ok(collect_configs(rows)?.into_iter().map(|c| { let s = c.site_id; (c, s) }).collect())
 }
 
@@ -294,7 +294,7 @@ pub fn unenqueued(conn: &Connection) -> Result<Vec<RunDocument>> {
            AND site_id IN (SELECT id FROM sites WHERE deleted_at IS NULL)
          ORDER BY created_at, id",
     )?;
-    let docs = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let docs = stmt.query_map((), |r| r.get::<_, String>(0))?.collect::<crate::Result<Vec<_>>>()?;
     docs.iter().map(|j| parse_doc(j)).collect()
 }
 
@@ -346,7 +346,7 @@ pub fn list_runs(conn: &Connection, config_id: Uuid, limit: u32, offset: u64) ->
                 enqueued_at: r.get::<_, Option<i64>>(7)?.map(|t| iso(from_ms(t))),
             })
         })?
-        .collect::<rusqlite::Result<_>>()?;
+        .collect::<crate::Result<_>>()?;
     Ok((runs, total))
 }
 
@@ -371,7 +371,7 @@ pub fn runs_between(conn: &Connection, site_id: &str, from: DateTime<Utc>, to: D
         .query_map(params![site_id, ms(from), ms(to)], |r| {
             Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?, r.get::<_, String>(3)?, r.get::<_, i64>(4)?, r.get::<_, String>(5)?))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
+        .collect::<crate::Result<Vec<_>>>()?;
     rows.into_iter()
         .map(|(id, kind, start, end, created, json)| {
             let corrupt = |what: &str| Error::Corrupt(format!("report run {id}: {what}"));

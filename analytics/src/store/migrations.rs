@@ -99,6 +99,7 @@ mod tests {
                 conn.execute_batch(sql).unwrap();
                 conn.pragma_update(None, "user_version", i as i64 + 1).unwrap();
             }
+            let conn = crate::db::Connection::sqlite(conn);
             let account = crate::accounts::ensure_account(&conn, "acme", now).unwrap();
             let new = crate::sites::NewSite { account_id: account, name: "a.test", domain: "a.test", timezone: chrono_tz::Tz::UTC, revenue_per_mille: None };
             let site = crate::sites::create(&conn, &new, now).unwrap();

@@ -7,12 +7,15 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::OpenFlags;
+
+use crate::db::Connection;
 
 use crate::Result;
 
 mod backup;
 mod migrations;
+mod postgres;
 
 pub use backup::{backup, Copied};
 
@@ -27,44 +30,140 @@ pub enum Durability {
 /// How many idle read connections are kept open.
 const MAX_IDLE_READERS: usize = 8;
 
-/// The database file plus a small pool of read-only connections.
+/// The store's database: a SQLite file, or a PostgreSQL database that
+/// several collectors may share.
 pub struct Store {
-    path: PathBuf,
-    idle_readers: Mutex<Vec<Connection>>,
+    engine: Engine,
+}
+
+enum Engine {
+    Sqlite { path: PathBuf, idle_readers: Mutex<Vec<Connection>> },
+    Postgres(postgres::PgStore),
+}
+
+/// Listens for announced changes until dropped.
+pub struct Listener(tokio::task::JoinHandle<()>);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether `location` names a PostgreSQL database rather than a SQLite file.
+pub fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// `location` as logs and messages may show it: a URL's password hidden.
+pub fn describe(location: &Path) -> String {
+    let text = location.display().to_string();
+    if !is_postgres_url(&text) {
+        return text;
+    }
+    match url::Url::parse(&text) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("***"));
+            url.to_string()
+        }
+        Ok(url) => url.to_string(),
+        Err(_) => "an unreadable postgres:// URL".into(),
+    }
 }
 
 impl Store {
-    /// Opens (creating if needed) the database and brings its schema up to date.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
-        let path = path.as_ref().to_path_buf();
+    /// Opens (creating if needed) the database and brings its schema up to
+    /// date: a file path for SQLite, a `postgres://` URL for PostgreSQL.
+    pub fn open(location: impl AsRef<Path>) -> Result<Store> {
+        let location = location.as_ref();
+        if let Some(url) = location.to_str().filter(|l| is_postgres_url(l)) {
+            return Ok(Store { engine: Engine::Postgres(postgres::PgStore::open(url)?) });
+        }
+        let path = location.to_path_buf();
         create_private(&path)?;
         let mut conn = open_write_connection(&path, Durability::Full)?;
         migrations::run(&mut conn)?;
-        Ok(Store { path, idle_readers: Mutex::new(Vec::new()) })
+        Ok(Store { engine: Engine::Sqlite { path, idle_readers: Mutex::new(Vec::new()) } })
     }
 
-    /// Opens the write connection. The collector keeps exactly one, owned by its
-    /// writer thread; the admin CLI opens its own for one-off changes.
-    pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
-        let mut writer = crate::write::Writer::new(open_write_connection(&self.path, durability)?)?;
-        // Rollup deltas journaled by a writer that stopped before writing them.
-        writer.run(|_| Ok(()))?;
-        Ok(writer)
-    }
-
-    /// Runs `f` on a pooled read-only connection. Blocking: call it off async threads.
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let pooled = self.idle_readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => open_read_connection(&self.path)?,
-        };
-        let result = f(&conn);
-        let mut idle = self.idle_readers.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.len() < MAX_IDLE_READERS {
-            idle.push(conn);
+    pub fn engine(&self) -> crate::db::Engine {
+        match &self.engine {
+            Engine::Sqlite { .. } => crate::db::Engine::Sqlite,
+            Engine::Postgres(_) => crate::db::Engine::Postgres,
         }
-        result
+    }
+
+    /// The SQLite file, for what only a file has (free space, integrity check, backups).
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match &self.engine {
+            Engine::Sqlite { path, .. } => Some(path),
+            Engine::Postgres(_) => None,
+        }
+    }
+
+    /// Opens a write connection. The collector keeps one, owned by its
+    /// writer thread; jobs and the admin CLI open their own for their changes.
+    pub fn open_writer(&self, durability: Durability) -> Result<crate::write::Writer> {
+        match &self.engine {
+            Engine::Sqlite { path, .. } => {
+                let mut writer = crate::write::Writer::sqlite(open_write_connection(path, durability)?)?;
+                // Rollup deltas journaled by a writer that stopped before writing them.
+                writer.run(|_| Ok(()))?;
+                Ok(writer)
+            }
+            Engine::Postgres(pg) => crate::write::Writer::postgres(pg.connect()?),
+        }
+    }
+
+    /// Announces a change to what nodes cache (a site, the keys) to every
+    /// node sharing the database; nothing to do on SQLite, which one node owns.
+    /// Blocking: call it off async threads.
+    pub fn announce(&self, change: &str) -> Result<()> {
+        match &self.engine {
+            Engine::Sqlite { .. } => Ok(()),
+            Engine::Postgres(pg) => pg.announce(change),
+        }
+    }
+
+    /// Calls `on` with every change announced by any node, until the
+    /// returned listener is dropped; `on("*")` when changes may have been
+    /// missed. `None` on SQLite.
+    pub fn listen(&self, on: impl Fn(&str) + Send + Sync + 'static) -> Option<Listener> {
+        match &self.engine {
+            Engine::Sqlite { .. } => None,
+            Engine::Postgres(pg) => Some(Listener(pg.listen(std::sync::Arc::new(on)))),
+        }
+    }
+
+    /// Whether this node runs the jobs that one node at a time should run
+    /// (reports, alerts, retention): always on SQLite; on PostgreSQL the
+    /// node holding the leader's lock, another one once it is gone.
+    /// Blocking: call it off async threads.
+    pub fn leads(&self) -> Result<bool> {
+        match &self.engine {
+            Engine::Sqlite { .. } => Ok(true),
+            Engine::Postgres(pg) => pg.leads(),
+        }
+    }
+
+    /// Runs `f` on a pooled read connection. Blocking: call it off async threads.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        match &self.engine {
+            Engine::Sqlite { path, idle_readers } => {
+                let pooled = idle_readers.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let conn = match pooled {
+                    Some(conn) => conn,
+                    None => Connection::sqlite(open_read_connection(path)?),
+                };
+                let result = f(&conn);
+                let mut idle = idle_readers.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.len() < MAX_IDLE_READERS {
+                    idle.push(conn);
+                }
+                result
+            }
+            Engine::Postgres(pg) => pg.read(f),
+        }
     }
 }
 
@@ -87,7 +186,7 @@ pub(crate) fn create_private(path: &Path) -> Result<()> {
 pub fn quick_check(path: &Path) -> Result<Vec<String>> {
     // Opened without creating: a missing file is not checked into existence.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(path, flags)?;
+    let conn = rusqlite::Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(WRITE_BUSY_TIMEOUT)?;
     let mut stmt = conn.prepare(&format!("PRAGMA quick_check({MAX_PROBLEMS})"))?;
     let lines = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<rusqlite::Result<Vec<_>>>()?;
@@ -100,8 +199,8 @@ pub const MAX_PROBLEMS: usize = 10;
 /// How long a write waits for another write connection's lock.
 const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn open_write_connection(path: &Path, durability: Durability) -> Result<Connection> {
-    let conn = Connection::open(path)?;
+fn open_write_connection(path: &Path, durability: Durability) -> Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
     // WAL lets readers run while the writer commits.
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // FULL syncs the WAL on every commit, so an acknowledged event is on disk.
@@ -129,9 +228,9 @@ fn open_write_connection(path: &Path, durability: Durability) -> Result<Connecti
     Ok(conn)
 }
 
-fn open_read_connection(path: &Path) -> Result<Connection> {
+fn open_read_connection(path: &Path) -> Result<rusqlite::Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-    let conn = Connection::open_with_flags(path, flags)?;
+    let conn = rusqlite::Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(Duration::from_secs(5))?;
     // Readers scan the small rollup tables: a modest cache each keeps RSS low.
     conn.pragma_update(None, "cache_size", -2_000)?;
@@ -148,6 +247,41 @@ pub(crate) mod testing {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("test.db")).unwrap();
         (dir, store)
+    }
+
+    /// A database of its own on the test cluster, dropped with this guard.
+    pub struct PgDatabase {
+        base: String,
+        name: String,
+    }
+
+    impl Drop for PgDatabase {
+        fn drop(&mut self) {
+            let driver = crate::db::Driver::new().unwrap();
+            if let Ok(conn) = driver.connect(&format!("{}/postgres", self.base)) {
+                let _ = conn.batch(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+            }
+        }
+    }
+
+    /// A store in a fresh database on the PostgreSQL cluster named by
+    /// `POSTERN_TEST_POSTGRES` (`postgres://user@host:port`, which
+    /// `scripts/with-postgres` starts). Without one the test is skipped,
+    /// saying so, unless `POSTERN_REQUIRE_POSTGRES` is set (as `scripts/test`
+    /// sets it): then it fails.
+    pub fn postgres_store() -> Option<(PgDatabase, Store)> {
+        let Ok(base) = std::env::var("POSTERN_TEST_POSTGRES") else {
+            assert!(std::env::var_os("POSTERN_REQUIRE_POSTGRES").is_none(), "POSTERN_TEST_POSTGRES is not set");
+            eprintln!("skipped: no PostgreSQL cluster (run under scripts/with-postgres)");
+            return None;
+        };
+        let base = base.trim_end_matches('/').to_owned();
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let driver = crate::db::Driver::new().unwrap();
+        let admin = driver.connect(&format!("{base}/postgres")).unwrap();
+        admin.batch(&format!("CREATE DATABASE {name}")).unwrap();
+        let store = Store::open(format!("{base}/{name}")).unwrap();
+        Some((PgDatabase { base, name }, store))
     }
 
     /// The index entries of sessions (0) or event ids (1): the cold table's
@@ -168,7 +302,7 @@ pub(crate) mod testing {
         store
             .read(|c| {
                 let mut s = c.prepare(sql)?;
-                let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+                let v = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<crate::Result<_>>()?;
                 Ok(v)
             })
             .unwrap()

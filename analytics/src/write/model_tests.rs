@@ -72,16 +72,16 @@ struct Model {
 }
 
 fn limits(w: &mut Writer) {
-    w.sessions.index.set_limits(2, 3, 2);
-    w.event_ids.index.set_limits(2, 3, 1);
+    w.sqlite_writer().sessions.index.set_limits(2, 3, 2);
+    w.sqlite_writer().event_ids.index.set_limits(2, 3, 1);
 }
 
 fn time(step: i64) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap() + Duration::minutes(step)
 }
 
-fn rows<T>(store: &Store, sql: &str, f: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>) -> Vec<T> {
-    store.read(|c| Ok(c.prepare(sql)?.query_map([], f)?.collect::<rusqlite::Result<Vec<T>>>()?)).unwrap()
+fn rows<T>(store: &Store, sql: &str, f: impl Fn(&crate::db::Row<'_>) -> crate::Result<T>) -> Vec<T> {
+    store.read(|c| Ok(c.prepare(sql)?.query_map([], f)?.collect::<crate::Result<Vec<T>>>()?)).unwrap()
 }
 
 struct Run {
@@ -221,8 +221,8 @@ impl Run {
     fn check_cold_tables(&mut self) -> std::result::Result<(), TestCaseError> {
         // A lookup first: a writer restarted without one has not rebuilt its index yet.
         self.apply(&Op::Send(vec![(0, 200, Some(200))]))?;
-        self.writer.sessions.index.set_limits(0, 0, 1000);
-        self.writer.event_ids.index.set_limits(0, 0, 1000);
+        self.writer.sqlite_writer().sessions.index.set_limits(0, 0, 1000);
+        self.writer.sqlite_writer().event_ids.index.set_limits(0, 0, 1000);
         self.writer.run(|_| Ok(())).unwrap();
         prop_assert_eq!(self.writer.hot_entries(), [vec![], vec![]]);
         let rows_with_keys = [(0, "sessions", "session_id"), (1, "events WHERE client_event_id IS NOT NULL", "client_event_id")];

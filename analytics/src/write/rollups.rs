@@ -39,6 +39,26 @@ impl Deltas {
         }
     }
 
+    /// Counts event `e` that took its session from `old` (none: a new
+    /// session) to `new`: the session moves between rollup rows or gains
+    /// flags, and the event is counted.
+    pub fn count(&mut self, e: &crate::model::NewEvent, old: Option<&SessionState>, new: &SessionState) {
+        match old {
+            None => self.bump_rollup(e.site_seq, new, new.counters()),
+            Some(old) if old.same_row(new) => {
+                if old.flags != new.flags {
+                    let (o, n) = (old.counters(), new.counters());
+                    self.bump_rollup(e.site_seq, new, std::array::from_fn(|i| n[i] - o[i]));
+                }
+            }
+            Some(old) => {
+                self.bump_rollup(e.site_seq, old, old.counters().map(|c| -c));
+                self.bump_rollup(e.site_seq, new, new.counters());
+            }
+        }
+        self.count_event(e.site_seq, super::hour_of(e.occurred_at), e.event_type.code(), new.device, &new.country);
+    }
+
     /// Counts one stored event of `event_type` at `hour`, for a session of this device and country.
     pub fn count_event(&mut self, site: i64, hour: i64, event_type: i64, device: i64, country: &Name) {
         *self.counts.entry((site, hour, event_type, device, country.clone())).or_default() += 1;
@@ -108,6 +128,76 @@ impl Deltas {
             for (s, t, n) in raw {
                 *self.raw.entry((s, t)).or_default() += n;
             }
+        }
+        Ok(())
+    }
+
+    /// Writes these deltas through an engine-neutral connection, each table's
+    /// rows in key order: PostgreSQL writers on several nodes then take row
+    /// locks in one order and never wait on each other in a circle.
+    pub fn write_sorted(&self, conn: &crate::db::Connection) -> Result<()> {
+        use crate::db::params;
+        let rollups: std::collections::BTreeMap<_, _> = self.rollups.iter().filter(|(_, d)| d.iter().any(|&x| x != 0)).collect();
+        let mut by_device: std::collections::BTreeMap<(i64, i64, i64), [i64; 6]> = Default::default();
+        let mut by_variant: std::collections::BTreeMap<(i64, i64, &str), [i64; 2]> = Default::default();
+        for ((site, hour, device, country, variant), d) in &rollups {
+            conn.execute(
+                "INSERT INTO rollup_hourly AS r (site, hour, device, country, variant,
+                                                 sessions, adblock, walls, dismissed, conversions, wall_conversions)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
+                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
+                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
+                     conversions = r.conversions + excluded.conversions,
+                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                params![site, hour, device, &**country, &**variant, d[0], d[1], d[2], d[3], d[4], d[5]],
+            )?;
+            let e = by_device.entry((*site, *hour, *device)).or_default();
+            for i in 0..6 {
+                e[i] += d[i];
+            }
+            if !variant.is_empty() {
+                let e = by_variant.entry((*site, *hour, &**variant)).or_default();
+                e[0] += d[2];
+                e[1] += d[5];
+            }
+        }
+        for ((site, hour, dev), d) in &by_device {
+            conn.execute(
+                "INSERT INTO rollup_device_hourly AS r (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT (site, hour, device) DO UPDATE SET
+                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
+                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
+                     conversions = r.conversions + excluded.conversions,
+                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]],
+            )?;
+        }
+        for ((site, hour, name), d) in by_variant.iter().filter(|(_, d)| d.iter().any(|&x| x != 0)) {
+            conn.execute(
+                "INSERT INTO rollup_variant_hourly AS r (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (site, hour, variant) DO UPDATE SET
+                     walls = r.walls + excluded.walls, wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                params![site, hour, name, d[0], d[1]],
+            )?;
+        }
+        let counts: std::collections::BTreeMap<_, _> = self.counts.iter().collect();
+        for ((site, hour, event_type, device, country), n) in counts {
+            conn.execute(
+                "INSERT INTO event_counts_hourly AS c (site, hour, event_type, device, country, events)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = c.events + excluded.events",
+                params![site, hour, event_type, device, &**country, n],
+            )?;
+        }
+        let raw: std::collections::BTreeMap<_, _> = self.raw.iter().collect();
+        for (&(site, event_type), &n) in raw {
+            conn.execute(
+                "INSERT INTO raw_event_totals AS t (site, event_type, events) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (site, event_type) DO UPDATE SET events = t.events + excluded.events",
+                params![site, event_type, n],
+            )?;
         }
         Ok(())
     }

@@ -59,7 +59,7 @@ fn main() -> anyhow::Result<()> {
                 let walls = adblock;
                 let dismissed = walls / 3;
                 let conversions = walls / 6;
-                full.execute(rusqlite::params![site.seq, hour, device, country, variant, sessions, adblock, walls, dismissed, conversions])?;
+                full.execute(analytics::params![site.seq, hour, device, country, variant, sessions, adblock, walls, dismissed, conversions])?;
                 let d = devices.entry(device).or_default();
                 for (slot, v) in d.iter_mut().zip([sessions, adblock, walls, dismissed, conversions]) {
                     *slot += v;
@@ -70,10 +70,10 @@ fn main() -> anyhow::Result<()> {
                 rows += 1;
             }
             for (device, d) in devices {
-                by_device.execute(rusqlite::params![site.seq, hour, device, d[0], d[1], d[2], d[3], d[4]])?;
+                by_device.execute(analytics::params![site.seq, hour, device, d[0], d[1], d[2], d[3], d[4]])?;
             }
             for (variant, v) in per_variant {
-                by_variant.execute(rusqlite::params![site.seq, hour, variant, v[0], v[1]])?;
+                by_variant.execute(analytics::params![site.seq, hour, variant, v[0], v[1]])?;
             }
         }
         Ok(rows)

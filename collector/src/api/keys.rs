@@ -115,6 +115,6 @@ pub async fn keys_revoke(id: String, ctx: Ctx, p: Result<Principal, ApiError>) -
         .apply(move |c| accounts::revoke_key(c, account, id, Utc::now()))
         .await
         .map_err(|e| if e.status == StatusCode::NOT_FOUND { not_found() } else { e })?;
-    ctx.directory.forget_keys();
+    ctx.directory.forget_keys(&ctx.store).await;
     Ok(no_content())
 }

@@ -30,8 +30,8 @@ pub async fn readyz(ctx: Ctx) -> Result<Response, ApiError> {
         return Err(ApiError::unavailable("the write queue is full"));
     }
     let min_free = ctx.config.min_free_disk_bytes;
-    if min_free > 0 {
-        let free = storage::free_bytes(&ctx.config.db).map_err(ApiError::internal)?;
+    if let (true, Some(db)) = (min_free > 0, ctx.store.sqlite_path()) {
+        let free = storage::free_bytes(db).map_err(ApiError::internal)?;
         if free < min_free {
             return Err(ApiError::not_ready(
                 "disk_low",
@@ -49,8 +49,9 @@ pub async fn readyz(ctx: Ctx) -> Result<Response, ApiError> {
 /// GET /metrics
 pub async fn metrics(ctx: Ctx) -> Result<Response, ApiError> {
     let mut text = ctx.metrics.render(ctx.writer.queue_depth());
-    match storage::free_bytes(&ctx.config.db) {
-        Ok(free) => {
+    match ctx.store.sqlite_path().map(storage::free_bytes).transpose() {
+        Ok(None) => {}
+        Ok(Some(free)) => {
             let _ = write!(
                 text,
                 "# HELP postern_disk_free_bytes Free bytes on the database's file system.\n# TYPE postern_disk_free_bytes gauge\npostern_disk_free_bytes {free}\n"

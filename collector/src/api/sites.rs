@@ -94,7 +94,7 @@ pub async fn sites_create(ctx: Ctx, p: Result<Principal, ApiError>, body: Result
             }
         })
         .await?;
-    ctx.directory.forget_site(site.id);
+    ctx.directory.forget_site(&ctx.store, site.id).await;
     Ok(json_reply(StatusCode::CREATED, &SiteView::from(&site)))
 }
 
@@ -129,7 +129,7 @@ pub async fn sites_update(
     reject_unknown(&obj, &["name", "domain", "status", "timezone", "revenue_per_1000_pageviews", "wall", "keep_utm"])?;
     let account_id = p.account_id();
     let updated = ctx.writer.apply(move |c| sites::update(c, account_id, site.id, &changes)).await?;
-    ctx.directory.forget_site(updated.id);
+    ctx.directory.forget_site(&ctx.store, updated.id).await;
     Ok(json_reply(StatusCode::OK, &SiteView::from(&updated)))
 }
 
@@ -141,7 +141,7 @@ pub async fn sites_delete(id: String, ctx: Ctx, p: Result<Principal, ApiError>) 
     let account_id = p.account_id();
     let id = site.id;
     ctx.writer.apply(move |c| sites::delete(c, account_id, id, Utc::now())).await?;
-    ctx.directory.forget_site(id);
+    ctx.directory.forget_site(&ctx.store, id).await;
     Ok(no_content())
 }
 

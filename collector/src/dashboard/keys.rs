@@ -79,6 +79,6 @@ pub async fn keys_revoke(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>,
     let account = viewer.account_id();
     ctx.writer.apply(move |c| accounts::revoke_key(c, account, id, Utc::now())).await?;
     // The gateway caches keys for a few seconds; a revoked key must stop at once.
-    ctx.directory.forget_keys();
+    ctx.directory.forget_keys(&ctx.store).await;
     Ok(redirect("/dashboard/settings/api"))
 }

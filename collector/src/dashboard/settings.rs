@@ -106,7 +106,7 @@ pub async fn settings_save(
     };
     let (account, site_id) = (viewer.account_id(), site.id);
     ctx.writer.apply(move |c| sites::update(c, account, site_id, &changes)).await?;
-    ctx.directory.forget_site(site_id);
+    ctx.directory.forget_site(&ctx.store, site_id).await;
     Ok(redirect(&format!("/dashboard/sites/{site_id}/settings?saved=1")))
 }
 
@@ -116,6 +116,6 @@ pub async fn site_delete(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>,
     let site = site_of(&ctx, &viewer, &id).await?;
     let (account, site_id) = (viewer.account_id(), site.id);
     ctx.writer.apply(move |c| sites::delete(c, account, site_id, Utc::now())).await?;
-    ctx.directory.forget_site(site_id);
+    ctx.directory.forget_site(&ctx.store, site_id).await;
     Ok(redirect("/dashboard/"))
 }

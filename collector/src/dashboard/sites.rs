@@ -90,7 +90,7 @@ pub async fn sites_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resu
             sites::create(c, &new, Utc::now())
         })
         .await?;
-    ctx.directory.forget_site(site.id);
+    ctx.directory.forget_site(&ctx.store, site.id).await;
     Ok(redirect(&format!("/dashboard/sites/{}", site.id)))
 }
 

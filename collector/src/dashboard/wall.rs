@@ -74,7 +74,7 @@ pub async fn wall_save(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>, f
     let (account, site_id) = (viewer.account_id(), site.id);
     let changes = SiteChanges { wall: Some(wall), ..Default::default() };
     ctx.writer.apply(move |c| sites::update(c, account, site_id, &changes)).await?;
-    ctx.directory.forget_site(site_id);
+    ctx.directory.forget_site(&ctx.store, site_id).await;
     Ok(redirect(&format!("/dashboard/sites/{site_id}/wall?saved=1")))
 }
 

@@ -188,7 +188,8 @@ mod tests {
         // Two e-mails, the Slack and the daily webhook, and boss@ (a@ is already a recipient).
         assert_eq!(w.run(|c| enqueue(c, &n)).unwrap(), 5);
         assert_eq!(w.run(|c| enqueue(c, &n)).unwrap(), 0, "the same dedupe key again is a no-op");
-        let rows = store.read(|c| outbox::due(c, Utc::now(), 100)).unwrap();
+        let now = Utc::now();
+        let rows = w.run(|c| outbox::claim(c, now, now + chrono::Duration::seconds(60), 100)).unwrap();
         let mut targets: Vec<(&str, &str)> = rows.iter().map(|r| (r.channel.as_str(), r.recipient.as_str())).collect();
         targets.sort();
         assert_eq!(targets, vec![

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use analytics::integrations;
 use analytics::outbox::{self, Attempt, Channel, Outcome, Pending};
-use analytics::store::Durability;
 use analytics::write::Writer;
 use analytics::Store;
 use anyhow::Context;
@@ -33,6 +32,11 @@ use crate::supervisor::{self, Health, Tasks};
 const POLL: Duration = Duration::from_millis(250);
 /// Rows sent concurrently per round.
 const BATCH: usize = 16;
+
+/// How long a claimed delivery is this worker's: longer than the slowest
+/// attempt (an SMTP exchange's 30 s), after which another node's worker may
+/// take it again.
+const CLAIM: Duration = Duration::from_secs(90);
 /// One HTTP delivery may take this long, connection included.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Further tries to record an attempt when the database is busy.
@@ -76,8 +80,8 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn start(store: &Arc<Store>, config: &DeliveryConfig, tasks: &Tasks) -> anyhow::Result<Worker> {
-        let writer = store.open_writer(Durability::Full).context("opening the outbox's write connection")?;
+    /// Starts delivering, recording attempts through `writer`, a write connection of its own.
+    pub fn start(store: &Arc<Store>, writer: Writer, config: &DeliveryConfig, tasks: &Tasks) -> anyhow::Result<Worker> {
         let destinations = Destinations::new(&config.webhook_allow);
         let health = tasks.register("delivery", DEAD_AFTER, STUCK_AFTER);
         let sender = Arc::new(Sender {
@@ -132,8 +136,13 @@ impl Sender {
     async fn run(self: Arc<Self>, mut stopped: watch::Receiver<bool>) -> anyhow::Result<()> {
         while !*stopped.borrow() {
             self.health.started();
-            let store = self.store.clone();
-            let due = tokio::task::spawn_blocking(move || store.read(|c| outbox::due(c, Utc::now(), BATCH))).await;
+            let writer = self.writer.clone();
+            let due = tokio::task::spawn_blocking(move || {
+                let now = Utc::now();
+                let until = now + chrono::Duration::from_std(CLAIM).unwrap_or_default();
+                writer.lock().unwrap_or_else(|e| e.into_inner()).run(|c| outbox::claim(c, now, until, BATCH))
+            })
+            .await;
             let read_ok = matches!(due, Ok(Ok(_)));
             let rows = match due {
                 Ok(Ok(rows)) => rows,
@@ -198,7 +207,7 @@ impl Sender {
             let mut w = writer.lock().unwrap_or_else(|e| e.into_inner());
             let mut result = w.run(|c| outbox::record(c, seq, attempt_no, &attempt));
             for _ in 0..RECORD_RETRIES {
-                if !matches!(result, Err(analytics::Error::Sqlite(_))) {
+                if !matches!(&result, Err(e) if matches!(e, analytics::Error::Sqlite(_)) || e.is_storage_failure()) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(200));

@@ -13,9 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use analytics::model::{Ack, EventType, NewEvent};
-use analytics::store::Durability;
 use analytics::write::{Group, Writer};
-use analytics::Store;
 use analytics::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -114,8 +112,8 @@ pub struct WriterThread {
 /// A committed (or failed) group's answers.
 type Answers = (Vec<Ran>, Result<(), String>);
 
-pub fn start(store: &Store, durability: Durability, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
-    let writer = store.open_writer(durability)?;
+/// Starts the writer thread on `writer`, the store's write connection.
+pub fn start(writer: Writer, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
     let (tx, rx) = mpsc::channel(capacity);
     let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<Answers>();
     let thread_metrics = metrics.clone();

@@ -38,13 +38,27 @@ pub const JOBS: &[Job] = &[
     },
 ];
 
+/// Runs a job on the leading node only: on several nodes sharing one
+/// PostgreSQL database the others skip their turn (and take over when the
+/// leader is gone).
+fn led(ctx: Ctx, run: fn(Ctx) -> JobFuture) -> JobFuture {
+    Box::pin(async move {
+        let store = ctx.store.clone();
+        if tokio::task::spawn_blocking(move || store.leads()).await?? {
+            run(ctx).await
+        } else {
+            Ok(())
+        }
+    })
+}
+
 /// Starts every job on its own schedule, under supervision; abort the handles to stop them.
 pub fn spawn_all(ctx: &Ctx) -> Vec<tokio::task::JoinHandle<()>> {
     JOBS.iter()
         .map(|job| {
             let health = ctx.tasks.register(job.name, job.every, job.stuck_after);
             let ctx = ctx.clone();
-            tokio::spawn(supervisor::run_periodically(health, job.every, move || (job.run)(ctx.clone())))
+            tokio::spawn(supervisor::run_periodically(health, job.every, move || led(ctx.clone(), job.run)))
         })
         .collect()
 }

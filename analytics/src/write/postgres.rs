@@ -1,0 +1,203 @@
+//! The PostgreSQL write path, safe with several collectors writing at once.
+//!
+//! A group claims each client event id as its event arrives (a second node
+//! offering the same id waits for the first to commit, then answers it as a
+//! duplicate), and keeps the events in memory. At commit it creates the new
+//! sessions and locks the existing ones in one sorted order (so two nodes'
+//! groups never wait on each other in a circle), counts every event with the
+//! same code as SQLite's writer, writes the events and the changed sessions,
+//! adds the rollup deltas in sorted key order, and commits; only then are the
+//! events acknowledged.
+
+use std::collections::BTreeMap;
+
+use super::rollups::Deltas;
+use super::{event_id, Names, SessionState};
+use crate::db::{self, params, OptionalExtension};
+use crate::model::{Ack, NewEvent};
+use crate::{Error, Result};
+
+pub(crate) struct PgWriter {
+    conn: db::Connection,
+    names: Names,
+}
+
+pub(crate) struct PgGroup<'a> {
+    conn: &'a db::Connection,
+    names: &'a mut Names,
+    /// The group's events, with the ids given to them, in arrival order.
+    events: Vec<(NewEvent, uuid::Uuid)>,
+}
+
+impl PgWriter {
+    pub fn new(conn: db::Connection) -> PgWriter {
+        PgWriter { conn, names: Names::default() }
+    }
+
+    pub fn begin(&mut self) -> Result<PgGroup<'_>> {
+        pg(&self.conn)?.begin()?;
+        Ok(PgGroup { conn: &self.conn, names: &mut self.names, events: Vec::new() })
+    }
+}
+
+fn pg(conn: &db::Connection) -> Result<&db::PgConn> {
+    conn.as_postgres().ok_or_else(|| Error::Conflict("the PostgreSQL writer needs a PostgreSQL connection".into()))
+}
+
+impl PgGroup<'_> {
+    pub fn ingest_event(&mut self, e: &NewEvent) -> Result<Ack> {
+        let id = event_id(e.received_at);
+        if let Some(client_id) = &e.client_event_id {
+            let claimed = self.conn.execute(
+                "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
+                params![e.site_seq, client_id, id.to_string(), e.received_at.timestamp_millis()],
+            )?;
+            if claimed == 0 {
+                let (stored, received_ms): (String, i64) = self.conn.query_row(
+                    "SELECT id, received_at FROM event_ids WHERE site = ?1 AND client_event_id = ?2",
+                    params![e.site_seq, client_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                return Ok(Ack {
+                    id: uuid::Uuid::parse_str(&stored).map_err(|_| Error::Corrupt(format!("event id {stored}")))?,
+                    received_at: chrono::DateTime::from_timestamp_millis(received_ms).unwrap_or(e.received_at),
+                    duplicate: true,
+                });
+            }
+        }
+        self.events.push((e.clone(), id));
+        Ok(Ack { id, received_at: e.received_at, duplicate: false })
+    }
+
+    pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
+        let before = self.events.len();
+        let outcome = self.conn.transaction(|_| events.iter().map(|e| self.ingest_event(e)).collect::<Result<Vec<_>>>());
+        if outcome.is_err() {
+            self.events.truncate(before);
+        }
+        outcome
+    }
+
+    pub fn apply<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
+        self.conn.transaction(f)
+    }
+
+    pub fn commit(self) -> Result<()> {
+        let conn = self.conn;
+        match write_events(conn, self.names, &self.events) {
+            Ok(()) => pg(conn)?.commit(),
+            Err(e) => {
+                if let Err(undo) = pg(conn)?.rollback() {
+                    tracing::error!(error = %undo, "rolling back a failed group failed");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for PgGroup<'_> {
+    /// A group dropped without committing (its commit failed or never ran) is rolled back.
+    fn drop(&mut self) {
+        if let Ok(c) = pg(self.conn) {
+            if c.in_transaction() {
+                if let Err(e) = c.rollback() {
+                    tracing::error!(error = %e, "cannot roll back a group transaction");
+                }
+            }
+        }
+    }
+}
+
+/// A session as the group found it (`None`: created by this group) and as it leaves it.
+struct Session {
+    seq: i64,
+    old: Option<SessionState>,
+    now: Option<SessionState>,
+    last_seen: i64,
+}
+
+fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, uuid::Uuid)]) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    // Sorted by (site, session id): every node locks sessions in this order.
+    let mut sessions: BTreeMap<(i64, &str), Session> = BTreeMap::new();
+    for (e, _) in events {
+        sessions.entry((e.site_seq, &e.session_id)).or_insert(Session { seq: 0, old: None, now: None, last_seen: i64::MIN });
+    }
+    for ((site, session_id), s) in sessions.iter_mut() {
+        let (e, _) = events.iter().find(|(e, _)| e.site_seq == *site && e.session_id == *session_id).expect("every session has an event");
+        let placeholder = SessionState::after(None, e, names);
+        let created: Option<i64> = conn
+            .query_row(
+                "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (site, session_id) DO NOTHING RETURNING seq",
+                params![site, session_id, placeholder.first_hour, placeholder.device, &*placeholder.country, &*placeholder.variant, placeholder.forced, placeholder.flags, e.occurred_at.timestamp_millis()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match created {
+            Some(seq) => s.seq = seq,
+            None => {
+                let (seq, state, last_seen) = conn.query_row(
+                    "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen FROM sessions
+                     WHERE site = ?1 AND session_id = ?2 FOR UPDATE",
+                    params![site, session_id],
+                    |r| {
+                        let state = SessionState {
+                            first_hour: r.get(1)?,
+                            device: r.get(2)?,
+                            country: names.get(&r.get::<_, String>(3)?),
+                            variant: names.get(&r.get::<_, String>(4)?),
+                            forced: r.get(5)?,
+                            flags: r.get(6)?,
+                        };
+                        Ok((r.get::<_, i64>(0)?, state, r.get::<_, i64>(7)?))
+                    },
+                )?;
+                s.seq = seq;
+                s.old = Some(state.clone());
+                s.now = Some(state);
+                s.last_seen = last_seen;
+            }
+        }
+    }
+
+    let mut deltas = Deltas::default();
+    for (e, id) in events {
+        let s = sessions.get_mut(&(e.site_seq, e.session_id.as_str())).expect("every event's session was found");
+        let new = SessionState::after(s.now.as_ref(), e, names);
+        deltas.count(e, s.now.as_ref(), &new);
+        conn.execute(
+            "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country, client_event_id, occurred_at, received_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                id.to_string(),
+                e.site_seq,
+                e.session_id,
+                e.event_type.code(),
+                e.page_url,
+                e.metadata,
+                &*new.country,
+                e.client_event_id,
+                e.occurred_at.timestamp_millis(),
+                e.received_at.timestamp_millis()
+            ],
+        )?;
+        s.last_seen = s.last_seen.max(e.occurred_at.timestamp_millis());
+        s.now = Some(new);
+    }
+
+    for s in sessions.values() {
+        let Some(now) = &s.now else { continue };
+        if s.old.is_some() && s.old.as_ref() == Some(now) {
+            continue;
+        }
+        conn.execute(
+            "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = greatest(last_seen, ?6) WHERE seq = ?1",
+            params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen],
+        )?;
+    }
+    deltas.write_sorted(conn)
+}
