@@ -24,6 +24,7 @@ mod geo;
 mod headers;
 mod keys;
 mod limiter_memory;
+mod multinode;
 mod openapi;
 mod ops;
 mod outbound;

@@ -1,0 +1,200 @@
+//! Several collectors on one PostgreSQL database behave as one: a session's
+//! events spread over the nodes count once, an event id raced on two nodes is
+//! stored once, a node killed mid-stream loses no acknowledged event, and a
+//! key revoked on one node is refused by another within a second.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+/// A fresh database on the test cluster (`POSTERN_TEST_POSTGRES`), dropped
+/// with it. `None` skips the test, saying so, unless `POSTERN_REQUIRE_POSTGRES` is set.
+struct Database {
+    base: String,
+    name: String,
+}
+
+impl Database {
+    fn create() -> Option<Database> {
+        let Ok(base) = std::env::var("POSTERN_TEST_POSTGRES") else {
+            assert!(std::env::var_os("POSTERN_REQUIRE_POSTGRES").is_none(), "POSTERN_TEST_POSTGRES is not set");
+            eprintln!("skipped: no PostgreSQL cluster (run under scripts/with-postgres)");
+            return None;
+        };
+        let db = Database { base: base.trim_end_matches('/').to_owned(), name: format!("n_{}", uuid::Uuid::new_v4().simple()) };
+        db.psql(&format!("CREATE DATABASE {}", db.name));
+        Some(db)
+    }
+
+    fn url(&self) -> String {
+        format!("{}/{}", self.base, self.name)
+    }
+
+    #[track_caller]
+    fn psql(&self, sql: &str) {
+        let out = Command::new("psql").args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &format!("{}/postgres", self.base), "-c", sql]).output().expect("psql");
+        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        let _ = Command::new("psql").args(["-X", "-q", &format!("{}/postgres", self.base), "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)]).output();
+    }
+}
+
+/// `n` collectors on one new database, sharing a key with every scope.
+fn cluster(n: usize) -> Option<(Database, Vec<TestApp>)> {
+    let db = Database::create()?;
+    let out = Command::new(BIN).args(["admin", "create-key", "--account", "acme", "--db", &db.url()]).output().expect("postern admin");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let nodes = (0..n).map(|_| TestApp::spawn_on(PathBuf::from(db.url()), &key, &[])).collect();
+    Some((db, nodes))
+}
+
+#[test]
+fn a_session_spread_over_three_nodes_counts_once() {
+    let Some((_db, nodes)) = cluster(3) else { return };
+    let site = id(&nodes[0].create_site("news.example.com", "UTC"));
+    for (i, kind) in ["pageview", "adblock_detected", "wall_displayed", "conversion_allowlist", "pageview", "pageview"].iter().enumerate() {
+        track_ok(&nodes[i % 3], event(&site, "spread-session-1", kind, json!({"event_id": uuid::Uuid::new_v4().to_string()})));
+    }
+    for node in &nodes {
+        let d = node.dashboard(&site, "");
+        d.expect(200);
+        let m = &d.body["metrics"];
+        assert_eq!((m["sessions"].as_u64(), m["adblock_detected"].as_u64(), m["walls_displayed"].as_u64(), m["conversions"].as_u64()), (Some(1), Some(1), Some(1), Some(1)), "{}", d.text);
+        assert_eq!(node.events(&site, "").body["total"], 6);
+    }
+}
+
+#[test]
+fn the_same_event_id_raced_on_two_nodes_is_stored_once() {
+    let Some((_db, nodes)) = cluster(2) else { return };
+    let site = id(&nodes[0].create_site("news.example.com", "UTC"));
+    let nodes = Arc::new(nodes);
+    for round in 0..20 {
+        let body = event(&site, &format!("race-session-{round:04}"), "pageview", json!({"event_id": uuid::Uuid::new_v4().to_string()}));
+        let start = Arc::new(Barrier::new(2));
+        let answers: Vec<Value> = (0..2)
+            .map(|n| {
+                let (nodes, body, start) = (nodes.clone(), body.clone(), start.clone());
+                std::thread::spawn(move || {
+                    start.wait();
+                    let a = nodes[n].track(&body);
+                    a.expect(201);
+                    a.body
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        assert_eq!(answers[0]["id"], answers[1]["id"], "both nodes answer with the one stored event");
+        assert_eq!(answers.iter().filter(|a| a["duplicate"] == true).count(), 1, "{answers:?}");
+    }
+    assert_eq!(nodes[1].events(&site, "").body["total"], 20);
+    assert_eq!(nodes[0].dashboard(&site, "").body["metrics"]["sessions"], 20);
+}
+
+#[test]
+fn a_node_killed_mid_stream_loses_no_acknowledged_event() {
+    let Some((_db, mut nodes)) = cluster(3) else { return };
+    let site = id(&nodes[0].create_site("news.example.com", "UTC"));
+    let urls: Vec<String> = nodes.iter().map(|n| n.url("/v1/events/track")).collect();
+    let key = nodes[0].key.clone();
+    let acked: Arc<Mutex<HashMap<String, String>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..6)
+        .map(|client| {
+            let (urls, key, site, acked, stop) = (urls.clone(), key.clone(), site.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let http = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    n += 1;
+                    let event_id = uuid::Uuid::new_v4().to_string();
+                    let body = event(&site, &format!("kill-{client}-{:04}", n / 3), "pageview", json!({"event_id": event_id}));
+                    // A client whose node is gone sends to the next one, as behind a load balancer.
+                    for url in urls.iter().cycle().skip(n).take(urls.len()) {
+                        let answer = http.post(url).bearer_auth(&key).json(&body).send().ok().filter(|r| r.status().as_u16() == 201);
+                        if let Some(id) = answer.and_then(|r| r.json::<Value>().ok()).and_then(|v| v["id"].as_str().map(str::to_owned)) {
+                            acked.lock().unwrap().insert(event_id.clone(), id);
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < 300 {
+        assert!(Instant::now() < deadline, "clients made no progress; log:\n{}", nodes[0].logs());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    nodes[1].kill();
+    let killed_at = acked.lock().unwrap().len();
+    while acked.lock().unwrap().len() < killed_at + 300 {
+        assert!(Instant::now() < deadline, "the other nodes stopped taking events; log:\n{}", nodes[0].logs());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    let mut stored: HashMap<String, String> = HashMap::new();
+    let mut sessions: HashSet<String> = HashSet::new();
+    let mut offset = 0;
+    loop {
+        let page = nodes[2].events(&site, &format!("?limit=1000&offset={offset}"));
+        page.expect(200);
+        let events = page.body["events"].as_array().unwrap().clone();
+        if events.is_empty() {
+            assert_eq!(page.body["total"].as_u64(), Some(stored.len() as u64), "the raw total counts each stored event once");
+            break;
+        }
+        offset += events.len();
+        for e in events {
+            sessions.insert(e["session_id"].as_str().unwrap().to_owned());
+            let previous = stored.insert(e["event_id"].as_str().unwrap().to_owned(), e["id"].as_str().unwrap().to_owned());
+            assert!(previous.is_none(), "an event stored twice: {e}");
+        }
+    }
+    for (event_id, id) in &acked {
+        assert_eq!(stored.get(event_id), Some(id), "acknowledged event {event_id} is not stored as {id}");
+    }
+    // Counted once: the rollups hold every stored session once (sends that
+    // failed may have been stored too; they count like any other).
+    let d = nodes[0].dashboard(&site, "");
+    assert_eq!(d.body["metrics"]["sessions"].as_u64(), Some(sessions.len() as u64), "{}", d.text);
+}
+
+#[test]
+fn a_key_revoked_on_one_node_is_refused_by_another_within_a_second() {
+    let Some((_db, nodes)) = cluster(2) else { return };
+    let created = nodes[0].post("/v1/keys", &json!({"name": "short-lived"}));
+    created.expect(201);
+    let secret = created.body["key"].as_str().unwrap().to_owned();
+    // The other node has the key cached.
+    nodes[1].get_as(&secret, "/v1/sites").expect(200);
+    nodes[0].delete(&format!("/v1/keys/{}", created.body["id"].as_str().unwrap())).expect(204);
+    let revoked = Instant::now();
+    loop {
+        let a = nodes[1].get_as(&secret, "/v1/sites");
+        if a.status == 401 {
+            assert_eq!(a.error().2, "revoked");
+            break;
+        }
+        assert!(revoked.elapsed() < Duration::from_secs(1), "node 2 still accepts the revoked key after {:?}", revoked.elapsed());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
