@@ -35,11 +35,12 @@ fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
     }
 
     // Asked explicitly, it serves on every address.
+    let log = dir.path().join("demo-public.log");
     let mut child = Command::new(BIN)
         .args(["serve", "--demo", "--demo-public", "--db", db, "--listen", "0.0.0.0:0"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -55,7 +56,8 @@ fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
             Ok(_) => continue,
             Err(e) => {
                 let _ = child.kill();
-                panic!("the public demo did not start: {e}");
+                let _ = child.wait();
+                panic!("the public demo did not start: {e}; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
             }
         }
     };
