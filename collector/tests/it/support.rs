@@ -147,11 +147,15 @@ fn postgres_server() -> Option<String> {
     }
 }
 
+/// A PostgreSQL client program, Debian's PostgreSQL 15 one when installed.
+fn pg_program(name: &str) -> PathBuf {
+    let debian = Path::new("/usr/lib/postgresql/15/bin").join(name);
+    if debian.exists() { debian } else { PathBuf::from(name) }
+}
+
 /// psql on one database: unaligned tuples only, no command tags, no ~/.psqlrc, stop at the first error.
 fn psql_command(url: &str) -> Command {
-    const DEBIAN_PSQL: &str = "/usr/lib/postgresql/15/bin/psql";
-    let program = if Path::new(DEBIAN_PSQL).exists() { DEBIAN_PSQL } else { "psql" };
-    let mut cmd = Command::new(program);
+    let mut cmd = Command::new(pg_program("psql"));
     cmd.args(["-Atq", "-X", "-v", "ON_ERROR_STOP=1", "-d", url]);
     cmd
 }
@@ -493,6 +497,27 @@ pub fn sql(db: &Db, query: &str) -> String {
             let out = psql(url, &["-F", "\u{1f}", "-c", query]);
             let row = out.lines().next().unwrap_or_else(|| panic!("{query}: no row"));
             row.split('\u{1f}').next().unwrap().trim().to_owned()
+        }
+    }
+}
+
+/// Every byte the database holds: the SQLite file and its write-ahead log
+/// (deleted rows included), or a `pg_dump` of the PostgreSQL database
+/// (its rows as text, binary values in hex).
+#[track_caller]
+pub fn stored_bytes(db: &Db) -> Vec<u8> {
+    match &db.0 {
+        Engine::Sqlite(file) => {
+            let mut bytes = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let mut wal = file.as_os_str().to_owned();
+            wal.push("-wal");
+            bytes.extend(std::fs::read(wal).unwrap_or_default());
+            bytes
+        }
+        Engine::Postgres { url, .. } => {
+            let out = Command::new(pg_program("pg_dump")).args(["--no-owner", "-d", url]).output().expect("pg_dump");
+            assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
         }
     }
 }
