@@ -1,7 +1,7 @@
 //! The command-line contract (DESIGN §10): admin commands, serve flags and errors, environment configuration, `--demo`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::support::*;
 
 /// Runs `postern <args>` with `stdin` piped in (or closed) and returns its output.
-fn postern(args: &[&str], db: Option<&Path>, stdin: Option<&str>) -> Output {
+fn postern(args: &[&str], db: Option<&Db>, stdin: Option<&str>) -> Output {
     let mut cmd = Command::new(BIN);
     cmd.args(args);
     if let Some(db) = db {
@@ -204,7 +204,7 @@ fn create_key_scopes_are_enforced_and_unknown_scopes_refused() {
 #[test]
 fn create_user_reads_the_password_from_stdin_and_validates() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("users.db");
+    let db = Db::fresh(dir.path().join("users.db"));
     let args = ["admin", "create-user", "--account", "acme", "--email", "ada@example.com", "--role", "admin"];
     let o = postern(&args, Some(&db), Some("a long enough password\n"));
     assert!(o.status.success(), "create-user failed: {}", stderr(&o));
@@ -256,11 +256,12 @@ fn create_site_prints_only_the_site_id() {
 
 #[test]
 fn admin_on_an_unreachable_database_fails_with_a_message() {
-    let o = postern(&["admin", "create-key", "--account", "acme"], Some(Path::new("/nonexistent-postern-dir/x.db")), None);
+    let db = Db::sqlite(PathBuf::from("/nonexistent-postern-dir/x.db"));
+    let o = postern(&["admin", "create-key", "--account", "acme"], Some(&db), None);
     assert_failed(&o, "create-key on /nonexistent-postern-dir/x.db");
     assert!(stderr(&o).contains("/nonexistent-postern-dir/x.db"), "the message names the file: {}", stderr(&o));
     assert!(o.stdout.is_empty());
-    let o = postern(&["serve", "--listen", "127.0.0.1:0"], Some(Path::new("/nonexistent-postern-dir/x.db")), None);
+    let o = postern(&["serve", "--listen", "127.0.0.1:0"], Some(&db), None);
     assert_failed(&o, "serve on /nonexistent-postern-dir/x.db");
     assert!(stderr(&o).contains("/nonexistent-postern-dir/x.db"), "the message names the file: {}", stderr(&o));
 }
@@ -268,8 +269,8 @@ fn admin_on_an_unreachable_database_fails_with_a_message() {
 #[test]
 fn a_toml_config_file_sets_the_limits_and_flags_win() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("file.db");
-    let dbs = db.to_str().unwrap();
+    let db = Db::fresh(dir.path().join("file.db"));
+    let dbs = db.to_string();
     let key = only_line(&postern(&["admin", "create-key", "--account", "acme"], Some(&db), None));
     let conf = dir.path().join("postern.toml");
     std::fs::write(&conf, format!("db = {dbs:?}\nrate_limit_api = 2\n")).unwrap();
@@ -294,8 +295,8 @@ fn serve_on_a_busy_port_exits_with_a_message_naming_the_address() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("busy.db");
-    let o = postern(&["serve", "--listen", &addr, "--db", db.to_str().unwrap()], None, None);
+    let db = Db::fresh(dir.path().join("busy.db"));
+    let o = postern(&["serve", "--listen", &addr], Some(&db), None);
     assert_failed(&o, &format!("serve --listen {addr} (busy)"));
     assert!(stderr(&o).contains(&addr), "the message must name {addr}: {}", stderr(&o));
     assert!(!stdout(&o).contains("postern listening on"), "{}", stdout(&o));
@@ -327,8 +328,8 @@ fn help_lists_the_stable_serve_flags() {
 #[test]
 fn rate_limit_is_configurable_by_environment_variable_and_flags_win() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("env.db");
-    let dbs = db.to_str().unwrap();
+    let db = Db::fresh(dir.path().join("env.db"));
+    let dbs: &str = &db.to_string();
     let key = only_line(&postern(&["admin", "create-key", "--account", "acme"], Some(&db), None));
 
     let server = Server::start(&["serve", "--db", dbs, "--listen", "127.0.0.1:0"], &[("POSTERN_RATE_LIMIT_API", "3")], dir.path().join("env.log"));
@@ -382,8 +383,9 @@ fn dashboard_sessions(base: &str, key: &str, site: &str) -> (i64, Value) {
 #[test]
 fn serve_demo_seeds_a_site_and_prints_a_working_key_once_per_start() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("demo.db");
-    let args = ["serve", "--demo", "--db", db.to_str().unwrap(), "--listen", "127.0.0.1:0"];
+    let db = Db::fresh(dir.path().join("demo.db"));
+    let dbs = db.to_string();
+    let args = ["serve", "--demo", "--db", &dbs, "--listen", "127.0.0.1:0"];
 
     let server = Server::start(&args, &[], dir.path().join("demo1.log"));
     let (key, site) = demo_banner(&server.banner);

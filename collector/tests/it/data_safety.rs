@@ -70,6 +70,8 @@ fn serve_until_exit(db: &Path, extra: &[&str]) -> (bool, String, String) {
 #[test]
 fn a_backup_taken_while_the_collector_ingests_holds_every_event_acknowledged_before_it() {
     let app = TestApp::spawn();
+    // `postern admin backup` copies an SQLite file; PostgreSQL is backed up with its own tools.
+    let Some(db_file) = app.sqlite_file() else { return };
     let site = id(&app.create_site("backup.example.com", "UTC"));
     let copy_dir = tempfile::tempdir().unwrap();
     let copy = copy_dir.path().join("backup.db");
@@ -98,7 +100,7 @@ fn a_backup_taken_while_the_collector_ingests_holds_every_event_acknowledged_bef
         };
         wait_for(300);
         let before = acked.lock().unwrap().clone();
-        let out = backup(&app.db, &copy, &[]);
+        let out = backup(db_file, &copy, &[]);
         let during = count() - before.len();
         // Ingestion goes on after the backup too.
         wait_for(count() + 20);
@@ -109,10 +111,11 @@ fn a_backup_taken_while_the_collector_ingests_holds_every_event_acknowledged_bef
     assert!(out.status.success(), "backup failed: {stderr}");
     assert!(stderr.contains("backed up") && stderr.contains("quick_check"), "{stderr}");
     assert!(during > 0, "no event was acknowledged while the backup ran: the test proved nothing about a live store");
+    let copy = Db::sqlite(copy);
     assert_eq!(sql(&copy, "PRAGMA integrity_check"), "ok");
-    assert_eq!(mode(&copy), 0o600, "the copy holds secrets too");
+    assert_eq!(mode(copy.sqlite_file().unwrap()), 0o600, "the copy holds secrets too");
 
-    let restored = TestApp::spawn_on(copy.clone(), &app.key, &[]);
+    let restored = TestApp::spawn_on(copy, &app.key, &[]);
     let stored = all_event_ids(&restored, &site);
     let missing: Vec<&String> = before.iter().filter(|id| !stored.contains(id)).collect();
     assert!(missing.is_empty(), "{} of {} events acknowledged before the backup are missing from it", missing.len(), before.len());
@@ -147,6 +150,8 @@ fn snapshot(app: &TestApp, site: &str) -> Value {
 #[test]
 fn restoring_a_backup_as_the_readme_says_brings_back_the_store_as_it_was() {
     let mut app = TestApp::spawn();
+    // The README's restore replaces the SQLite file and removes its WAL.
+    let Some(db_file) = app.sqlite_file().map(Path::to_owned) else { return };
     let site = id(&app.create_site("restore.example.com", "Europe/Paris"));
     app.patch(&format!("/v1/sites/{site}"), &json!({"keep_utm": true})).expect(200);
     app.post("/v1/keys", &json!({"name": "reader", "scopes": ["read"]})).expect(201);
@@ -161,7 +166,7 @@ fn restoring_a_backup_as_the_readme_says_brings_back_the_store_as_it_was() {
     let at_backup = snapshot(&app, &site);
     let copy_dir = tempfile::tempdir().unwrap();
     let copy = copy_dir.path().join("postern-backup.db");
-    let out = backup(&app.db, &copy, &[]);
+    let out = backup(&db_file, &copy, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 
     // The store moves on after the backup; the restore must undo that.
@@ -174,9 +179,9 @@ fn restoring_a_backup_as_the_readme_says_brings_back_the_store_as_it_was() {
     // README, "Backup and restore": stop, remove the -wal and -shm files, copy the backup in place, start.
     assert_eq!(app.stop(), 0);
     for suffix in ["-wal", "-shm"] {
-        let _ = std::fs::remove_file(beside(&app.db, suffix));
+        let _ = std::fs::remove_file(beside(&db_file, suffix));
     }
-    std::fs::copy(&copy, &app.db).unwrap();
+    std::fs::copy(&copy, &db_file).unwrap();
     app.start_again();
     assert_eq!(snapshot(&app, &site), at_backup);
     track_ok(&app, event(&site, "after-restore-001", "pageview", json!({})));
@@ -185,20 +190,22 @@ fn restoring_a_backup_as_the_readme_says_brings_back_the_store_as_it_was() {
 #[test]
 fn a_backup_never_overwrites_a_file_unless_forced_nor_the_database_itself() {
     let app = TestApp::spawn();
+    // `postern admin backup` copies an SQLite file.
+    let Some(db_file) = app.sqlite_file() else { return };
     app.create_site("force.example.com", "UTC");
     let dir = tempfile::tempdir().unwrap();
     let existing = dir.path().join("old-backup.db");
     std::fs::write(&existing, b"yesterday's backup").unwrap();
-    let out = backup(&app.db, &existing, &[]);
+    let out = backup(db_file, &existing, &[]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--force"), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(std::fs::read(&existing).unwrap(), b"yesterday's backup");
 
-    let out = backup(&app.db, &existing, &["--force"]);
+    let out = backup(db_file, &existing, &["--force"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(sql(&existing, "SELECT count(*) FROM sites"), "1");
+    assert_eq!(sql(&Db::sqlite(existing), "SELECT count(*) FROM sites"), "1");
 
-    let out = backup(&app.db, &app.db, &["--force"]);
+    let out = backup(db_file, db_file, &["--force"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("the database itself"), "{}", String::from_utf8_lossy(&out.stderr));
     let out = backup(&dir.path().join("missing.db"), &dir.path().join("new.db"), &[]);
@@ -210,6 +217,8 @@ fn a_backup_never_overwrites_a_file_unless_forced_nor_the_database_itself() {
 #[test]
 fn a_damaged_database_is_refused_at_start_and_a_sound_one_is_checked() {
     let mut app = TestApp::spawn();
+    // SQLite's integrity check at start, and a file damaged byte by byte.
+    let Some(db_file) = app.sqlite_file().map(Path::to_owned) else { return };
     let site = id(&app.create_site("corrupt.example.com", "UTC"));
     for n in 0..300 {
         track_ok(&app, event(&site, &format!("corrupt-session-{n:04}"), "pageview", json!({})));
@@ -221,11 +230,12 @@ fn a_damaged_database_is_refused_at_start_and_a_sound_one_is_checked() {
 
     let dir = tempfile::tempdir().unwrap();
     let damaged = dir.path().join("damaged.db");
-    let out = backup(&app.db, &damaged, &[]);
+    let out = backup(&db_file, &damaged, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // Zeroes over the root page of the events table: its B-tree is broken.
-    let root: u64 = sql(&damaged, "SELECT rootpage FROM sqlite_master WHERE name = 'events'").parse().unwrap();
-    let page_size: u64 = sql(&damaged, "PRAGMA page_size").parse().unwrap();
+    let damaged_db = Db::sqlite(damaged.clone());
+    let root: u64 = sql(&damaged_db, "SELECT rootpage FROM sqlite_master WHERE name = 'events'").parse().unwrap();
+    let page_size: u64 = sql(&damaged_db, "PRAGMA page_size").parse().unwrap();
     let mut bytes = std::fs::read(&damaged).unwrap();
     let start = ((root - 1) * page_size) as usize;
     bytes[start..start + page_size as usize].fill(0);
@@ -247,9 +257,11 @@ fn a_damaged_database_is_refused_at_start_and_a_sound_one_is_checked() {
 #[test]
 fn a_new_database_and_its_wal_are_private_and_an_existing_file_keeps_its_mode() {
     let app = TestApp::spawn();
+    // The modes of SQLite's files.
+    let Some(db_file) = app.sqlite_file() else { return };
     app.create_site("mode.example.com", "UTC");
     for suffix in ["", "-wal", "-shm"] {
-        let path = beside(&app.db, suffix);
+        let path = beside(db_file, suffix);
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
 
@@ -260,7 +272,7 @@ fn a_new_database_and_its_wal_are_private_and_an_existing_file_keeps_its_mode() 
     let out = admin(&["create-key", "--account", "acme", "--db", shared.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let served = TestApp::spawn_on(shared.clone(), &key, &[]);
+    let served = TestApp::spawn_on(Db::sqlite(shared.clone()), &key, &[]);
     served.create_site("mode2.example.com", "UTC");
     assert_eq!(mode(&shared), 0o640, "an operator's choice is kept");
     assert_eq!(mode(&beside(&shared, "-wal")), 0o640, "SQLite gives the WAL the database's mode");
@@ -279,13 +291,15 @@ fn readyz_fails_below_the_free_disk_threshold_and_metrics_show_the_free_bytes() 
     let dir = tempfile::tempdir().unwrap();
     let free_mib = free_bytes(dir.path()) >> 20;
     let mut app = TestApp::spawn_with(&["--min-free-disk-mb", &(free_mib + 1024).to_string()]);
+    // The free space watched is that of the file system holding the SQLite file.
+    let Some(db_file) = app.sqlite_file().map(Path::to_owned) else { return };
     let a = get_plain(&app, "/readyz");
     a.expect(503);
     assert_eq!(a.error(), ("UNAVAILABLE".to_owned(), None, "disk_low".to_owned()));
     assert!(a.body["error"]["message"].as_str().unwrap().contains("MiB free"), "{}", a.text);
     let metrics = get_plain(&app, "/metrics");
     let reported = sample(&metrics.text, "postern_disk_free_bytes");
-    let now_free = free_bytes(&app.db) as f64;
+    let now_free = free_bytes(&db_file) as f64;
     assert!((reported - now_free).abs() < 2e9, "reported {reported}, statvfs says {now_free}");
 
     app.restart_with(&["--min-free-disk-mb", "0"]);
@@ -297,7 +311,7 @@ fn readyz_fails_below_the_free_disk_threshold_and_metrics_show_the_free_bytes() 
 /// on the collector process (SIGXFSZ ignored, so a write past it fails with EFBIG).
 enum FullDisk {
     Tmpfs { mount: tempfile::TempDir, filler: PathBuf },
-    FileSizeLimit,
+    FileSizeLimit { dir: tempfile::TempDir },
 }
 
 impl FullDisk {
@@ -316,14 +330,14 @@ impl FullDisk {
                 return FullDisk::Tmpfs { mount, filler };
             }
         }
-        FullDisk::FileSizeLimit
+        FullDisk::FileSizeLimit { dir: mount }
     }
 
     /// Where the database goes.
-    fn db(&self) -> Option<PathBuf> {
+    fn db(&self) -> PathBuf {
         match self {
-            FullDisk::Tmpfs { mount, .. } => Some(mount.path().join("postern.db")),
-            FullDisk::FileSizeLimit => None,
+            FullDisk::Tmpfs { mount, .. } => mount.path().join("postern.db"),
+            FullDisk::FileSizeLimit { dir } => dir.path().join("postern.db"),
         }
     }
 
@@ -334,8 +348,8 @@ impl FullDisk {
                 let free = free_bytes(mount.path());
                 std::fs::write(filler, vec![7u8; free.saturating_sub(room) as usize]).unwrap();
             }
-            FullDisk::FileSizeLimit => {
-                let largest = ["", "-wal"].iter().map(|s| std::fs::metadata(beside(&app.db, s)).map_or(0, |m| m.len())).max().unwrap();
+            FullDisk::FileSizeLimit { dir } => {
+                let largest = ["", "-wal"].iter().map(|s| std::fs::metadata(dir.path().join(format!("postern.db{s}"))).map_or(0, |m| m.len())).max().unwrap();
                 set_file_size_limit(app.pid(), largest + room);
             }
         }
@@ -344,7 +358,7 @@ impl FullDisk {
     fn free(&self, app: &TestApp) {
         match self {
             FullDisk::Tmpfs { filler, .. } => std::fs::remove_file(filler).unwrap(),
-            FullDisk::FileSizeLimit => set_file_size_limit(app.pid(), libc::RLIM_INFINITY),
+            FullDisk::FileSizeLimit { .. } => set_file_size_limit(app.pid(), libc::RLIM_INFINITY),
         }
     }
 }
@@ -367,20 +381,18 @@ fn set_file_size_limit(pid: u32, bytes: u64) {
 #[test]
 fn a_commit_that_fails_for_real_answers_a_generic_503_and_the_collector_recovers() {
     let disk = FullDisk::new();
-    if let FullDisk::FileSizeLimit = disk {
+    let db = Db::fresh(disk.db());
+    // A full file system under the SQLite file: on PostgreSQL the collector writes no database file.
+    let Some(db_file) = db.sqlite_file().map(Path::to_owned) else { return };
+    if let FullDisk::FileSizeLimit { .. } = disk {
         // The collector inherits the ignored signal: past the limit a write fails instead of killing it.
         // SAFETY: setting a signal's disposition to SIG_IGN.
         unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     }
-    let app = match disk.db() {
-        Some(db) => {
-            let out = admin(&["create-key", "--account", "acme", "--db", db.to_str().unwrap()]);
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-            TestApp::spawn_on(db, &key, &["--rate-limit-api", "0", "--rate-limit-ingest", "0"])
-        }
-        None => TestApp::spawn(),
-    };
+    let out = admin(&["create-key", "--account", "acme", "--db", db_file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let app = TestApp::spawn_on(db, &key, &["--rate-limit-api", "0", "--rate-limit-ingest", "0"]);
     let site = id(&app.create_site("full.example.com", "UTC"));
     let mut acked = Vec::new();
     for n in 0..10 {
@@ -429,9 +441,7 @@ fn a_commit_that_fails_for_real_answers_a_generic_503_and_the_collector_recovers
     assert!(acked.iter().all(|id| stored.contains(id)), "an acknowledged event was lost");
     assert_eq!(stored.len(), acked.len(), "an event refused with 503 was stored");
     drop(app);
-    if let Some(db) = disk.db() {
-        assert_eq!(sql(&db, "PRAGMA integrity_check"), "ok");
-    }
+    assert_eq!(sql(&Db::sqlite(db_file), "PRAGMA integrity_check"), "ok");
 }
 
 #[test]

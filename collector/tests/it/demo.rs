@@ -5,13 +5,21 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::BIN;
+use crate::support::{sql, Db, BIN};
+
+/// Whether a refused start left the database as it was: no file on SQLite, no table on PostgreSQL.
+fn untouched(db: &Db) -> bool {
+    match db.sqlite_file() {
+        Some(file) => !file.exists(),
+        None => sql(db, "SELECT count(*) FROM pg_tables WHERE schemaname NOT IN ('pg_catalog', 'information_schema')") == "0",
+    }
+}
 
 #[test]
 fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("demo.db");
-    let db = db.to_str().unwrap();
+    let database = Db::fresh(dir.path().join("demo.db"));
+    let db: &str = &database.to_string();
     let refusals = [
         (vec!["serve", "--demo", "--db", db, "--listen", "0.0.0.0:0"], vec![]),
         (vec!["serve", "--demo", "--db", db, "--listen", "[::]:0"], vec![]),
@@ -23,15 +31,16 @@ fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
         assert_eq!(out.status.code(), Some(1), "{args:?} {env:?} must exit 1; stderr: {stderr}");
         assert!(stderr.contains("postern-demo") && stderr.contains("--demo-public"), "a clear message: {stderr}");
         assert!(!String::from_utf8_lossy(&out.stdout).contains("listening"), "it never listened");
-        assert!(!dir.path().join("demo.db").exists(), "nothing was seeded");
+        assert!(untouched(&database), "nothing was seeded");
     }
 
     // Asked explicitly, it serves on every address.
+    let log = dir.path().join("demo-public.log");
     let mut child = Command::new(BIN)
         .args(["serve", "--demo", "--demo-public", "--db", db, "--listen", "0.0.0.0:0"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -47,7 +56,8 @@ fn the_demo_refuses_a_public_address_unless_asked_explicitly() {
             Ok(_) => continue,
             Err(e) => {
                 let _ = child.kill();
-                panic!("the public demo did not start: {e}");
+                let _ = child.wait();
+                panic!("the public demo did not start: {e}; log:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
             }
         }
     };

@@ -659,11 +659,13 @@ fn a_scheduled_report_arrives_by_email_slack_and_signed_webhook_once() {
 #[test]
 fn ingestion_waits_for_another_writer_holding_the_lock_for_seconds() {
     let app = TestApp::spawn();
+    // The lock held here is SQLite's single write lock, which PostgreSQL does not have.
+    let Some(db_file) = app.sqlite_file() else { return };
     let site = id(&app.create_site("slow-disk.example.com", "UTC"));
     let mut holder = std::process::Command::new("python3")
         .arg("-c")
         .arg("import sqlite3, sys, time\nc = sqlite3.connect(sys.argv[1], isolation_level=None)\nc.execute('BEGIN IMMEDIATE')\nprint('locked', flush=True)\ntime.sleep(7)\nc.execute('COMMIT')\n")
-        .arg(&app.db)
+        .arg(db_file)
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3");

@@ -1,6 +1,7 @@
 //! Restarts: data survives a graceful restart, SIGTERM loses no acknowledged event, a newer schema is refused.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -186,7 +187,7 @@ fn sigterm_right_after_the_listening_line_is_a_graceful_stop() {
 }
 
 /// Sets `PRAGMA user_version` of an SQLite file with the sqlite3 CLI, or python3 when it is missing.
-fn set_user_version(db: &std::path::Path, version: i64) {
+fn set_user_version(db: &Path, version: i64) {
     let sql = format!("PRAGMA user_version = {version};");
     let ok = Command::new("sqlite3").arg(db).arg(&sql).status().map(|s| s.success()).unwrap_or(false);
     if !ok {
@@ -199,9 +200,11 @@ fn set_user_version(db: &std::path::Path, version: i64) {
 #[test]
 fn a_database_from_a_newer_schema_is_refused() {
     let mut app = TestApp::spawn();
+    // The schema version written here is SQLite's `user_version`.
+    let Some(db_file) = app.sqlite_file().map(Path::to_owned) else { return };
     app.create_site("schema.example.com", "UTC");
     assert_eq!(app.stop(), 0);
-    set_user_version(&app.db, 9999);
+    set_user_version(&db_file, 9999);
 
     let mut child = Command::new(BIN)
         .arg("serve")
@@ -238,7 +241,7 @@ fn a_database_from_a_newer_schema_is_refused() {
     assert!(!out.status.success(), "admin create-key must refuse a newer schema");
     assert!(out.stdout.is_empty(), "no key printed: {}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stderr).to_lowercase().contains("newer"));
-    let v = Command::new("sqlite3").arg(&app.db).arg("PRAGMA user_version;").output();
+    let v = Command::new("sqlite3").arg(&db_file).arg("PRAGMA user_version;").output();
     if let Ok(v) = v {
         if v.status.success() {
             assert_eq!(String::from_utf8_lossy(&v.stdout).trim(), "9999", "the refused database must not be migrated");

@@ -55,14 +55,7 @@ fn a_deleted_sites_data_is_purged() {
     }
     app.delete(&format!("/v1/sites/{gone}")).expect(204);
     app.restart();
-    let db = app.db.clone();
-    let count = |sql: &str| -> i64 {
-        let out = std::process::Command::new("python3")
-            .args(["-c", &format!("import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute({sql:?}).fetchone()[0])"), db.to_str().unwrap()])
-            .output()
-            .expect("python3");
-        String::from_utf8(out.stdout).unwrap().trim().parse().unwrap_or(-1)
-    };
+    let count = |query: &str| -> i64 { sql(&app.db, query).parse().unwrap_or(-1) };
     let deadline = Instant::now() + Duration::from_secs(20);
     while count("SELECT count(*) FROM sites") != 1 {
         assert!(Instant::now() < deadline, "the deleted site was not purged");

@@ -1,8 +1,14 @@
 //! `TestApp`: the real binary on port 0 with a temporary database, and one
 //! helper per endpoint. Failures print the server's log.
+//!
+//! The database is an SQLite file, or with `POSTERN_TEST_ENGINE=postgres` a
+//! fresh database on the PostgreSQL cluster named by `POSTERN_TEST_POSTGRES`
+//! (`scripts/with-postgres` starts one and sets it): see `Db`.
 
+use std::ffi::OsStr;
+use std::fmt;
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -60,9 +66,110 @@ impl Answer {
     }
 }
 
+/// What `--db` names for the binary under test: an SQLite file, or a
+/// PostgreSQL database of its own, created empty and dropped with this value.
+pub struct Db(Engine);
+
+enum Engine {
+    Sqlite(PathBuf),
+    Postgres { server: String, name: String, url: String },
+}
+
+impl Db {
+    /// A new, empty database on the engine the tests run on: `sqlite_file`
+    /// (which must not exist yet) on SQLite.
+    pub fn fresh(sqlite_file: PathBuf) -> Db {
+        let Some(server) = postgres_server() else { return Db(Engine::Sqlite(sqlite_file)) };
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        psql(&format!("{server}/postgres"), &["-c", &format!("CREATE DATABASE {name}")]);
+        let url = format!("{server}/{name}");
+        Db(Engine::Postgres { server, name, url })
+    }
+
+    /// This SQLite file, whatever engine the other tests run on.
+    pub fn sqlite(file: PathBuf) -> Db {
+        Db(Engine::Sqlite(file))
+    }
+
+    /// The file, when the database is SQLite. Tests about the SQLite file
+    /// itself (its mode, WAL, backups, damage) return early when this is `None`.
+    pub fn sqlite_file(&self) -> Option<&Path> {
+        match &self.0 {
+            Engine::Sqlite(file) => Some(file),
+            Engine::Postgres { .. } => None,
+        }
+    }
+}
+
+impl AsRef<OsStr> for Db {
+    fn as_ref(&self) -> &OsStr {
+        match &self.0 {
+            Engine::Sqlite(file) => file.as_os_str(),
+            Engine::Postgres { url, .. } => OsStr::new(url),
+        }
+    }
+}
+
+impl fmt::Display for Db {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Engine::Sqlite(file) => write!(f, "{}", file.display()),
+            Engine::Postgres { url, .. } => f.write_str(url),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Engine::Postgres { server, name, .. } = &self.0 {
+            // FORCE: a server killed by the test may leave connections behind for a moment.
+            let out = psql_command(&format!("{server}/postgres"))
+                .args(["-c", &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")])
+                .output();
+            // A panic here would abort a test that is already failing; a leftover database goes with the cluster.
+            if !out.as_ref().is_ok_and(|o| o.status.success()) {
+                eprintln!("could not drop test database {name}: {out:?}");
+            }
+        }
+    }
+}
+
+/// The PostgreSQL cluster to run on, or `None` for SQLite.
+fn postgres_server() -> Option<String> {
+    match std::env::var("POSTERN_TEST_ENGINE").as_deref() {
+        Err(_) | Ok("") | Ok("sqlite") => None,
+        Ok("postgres") => {
+            let server = std::env::var("POSTERN_TEST_POSTGRES")
+                .expect("POSTERN_TEST_ENGINE=postgres needs POSTERN_TEST_POSTGRES=postgres://user@host:port (scripts/with-postgres sets it)");
+            Some(server.trim_end_matches('/').to_owned())
+        }
+        Ok(other) => panic!("POSTERN_TEST_ENGINE={other}: expected sqlite or postgres"),
+    }
+}
+
+/// A PostgreSQL client program, Debian's PostgreSQL 15 one when installed.
+fn pg_program(name: &str) -> PathBuf {
+    let debian = Path::new("/usr/lib/postgresql/15/bin").join(name);
+    if debian.exists() { debian } else { PathBuf::from(name) }
+}
+
+/// psql on one database: unaligned tuples only, no command tags, no ~/.psqlrc, stop at the first error.
+fn psql_command(url: &str) -> Command {
+    let mut cmd = Command::new(pg_program("psql"));
+    cmd.args(["-Atq", "-X", "-v", "ON_ERROR_STOP=1", "-d", url]);
+    cmd
+}
+
+#[track_caller]
+fn psql(url: &str, args: &[&str]) -> String {
+    let out = psql_command(url).args(args).output().expect("psql");
+    assert!(out.status.success(), "psql {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub struct TestApp {
     pub base: String,
-    pub db: PathBuf,
+    pub db: Db,
     /// A key with every scope, in account "acme".
     pub key: String,
     /// Keeps the temporary directory (database, log) alive as long as the app.
@@ -103,20 +210,20 @@ impl TestApp {
         app
     }
 
-    /// A collector serving an existing database file, in which `key` is a key
+    /// A collector serving an existing database, in which `key` is a key
     /// with every scope; its log stays in a temporary directory of its own.
-    pub fn spawn_on(db: PathBuf, key: &str, extra: &[&str]) -> TestApp {
+    pub fn spawn_on(db: Db, key: &str, extra: &[&str]) -> TestApp {
         let mut app = TestApp::new(Some(db), extra, &[]);
         app.key = key.to_owned();
         app.start();
         app
     }
 
-    fn new(db: Option<PathBuf>, extra: &[&str], env: &[(&str, &str)]) -> TestApp {
+    fn new(db: Option<Db>, extra: &[&str], env: &[(&str, &str)]) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
         TestApp {
             base: String::new(),
-            db: db.unwrap_or_else(|| dir.path().join("postern.db")),
+            db: db.unwrap_or_else(|| Db::fresh(dir.path().join("postern.db"))),
             key: String::new(),
             log: dir.path().join("server.log"),
             _dir: dir,
@@ -169,6 +276,11 @@ impl TestApp {
             Ok(url) => self.base = url,
             Err(_) => panic!("postern did not start; log:\n{}", self.logs()),
         }
+    }
+
+    /// The database file, when the tests run on SQLite (see `Db::sqlite_file`).
+    pub fn sqlite_file(&self) -> Option<&Path> {
+        self.db.sqlite_file()
     }
 
     /// The server's process id, while it runs.
@@ -369,19 +481,58 @@ pub fn all_event_ids(app: &TestApp, site: &str) -> Vec<String> {
     }
 }
 
-/// One value a query returns, read from the SQLite file with Python's sqlite3 module.
+/// The first column of the first row a query returns, as text: read from
+/// the SQLite file with Python's sqlite3 module, or with psql.
 #[track_caller]
-pub fn sql(db: &std::path::Path, query: &str) -> String {
-    let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); print(c.execute({query:?}).fetchone()[0])");
-    let out = Command::new("python3").args(["-c", &script]).arg(db).output().expect("python3");
-    assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+pub fn sql(db: &Db, query: &str) -> String {
+    match &db.0 {
+        Engine::Sqlite(file) => {
+            let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); print(c.execute({query:?}).fetchone()[0])");
+            let out = Command::new("python3").args(["-c", &script]).arg(file).output().expect("python3");
+            assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        }
+        Engine::Postgres { url, .. } => {
+            // A field separator no value holds, so the first column is cut off cleanly.
+            let out = psql(url, &["-F", "\u{1f}", "-c", query]);
+            let row = out.lines().next().unwrap_or_else(|| panic!("{query}: no row"));
+            row.split('\u{1f}').next().unwrap().trim().to_owned()
+        }
+    }
 }
 
-/// Runs statements in one transaction on the SQLite file with Python's sqlite3 module.
+/// Every byte the database holds: the SQLite file and its write-ahead log
+/// (deleted rows included), or a `pg_dump` of the PostgreSQL database
+/// (its rows as text, binary values in hex).
 #[track_caller]
-pub fn sql_exec(db: &std::path::Path, statements: &str) {
-    let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); c.executescript({statements:?}); c.commit()");
-    let out = Command::new("python3").args(["-c", &script]).arg(db).output().expect("python3");
-    assert!(out.status.success(), "{statements}: {}", String::from_utf8_lossy(&out.stderr));
+pub fn stored_bytes(db: &Db) -> Vec<u8> {
+    match &db.0 {
+        Engine::Sqlite(file) => {
+            let mut bytes = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let mut wal = file.as_os_str().to_owned();
+            wal.push("-wal");
+            bytes.extend(std::fs::read(wal).unwrap_or_default());
+            bytes
+        }
+        Engine::Postgres { url, .. } => {
+            let out = Command::new(pg_program("pg_dump")).args(["--no-owner", "-d", url]).output().expect("pg_dump");
+            assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
+            out.stdout
+        }
+    }
+}
+
+/// Runs statements in one transaction: with Python's sqlite3 module on the SQLite file, or with psql.
+#[track_caller]
+pub fn sql_exec(db: &Db, statements: &str) {
+    match &db.0 {
+        Engine::Sqlite(file) => {
+            let script = format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=30); c.executescript({statements:?}); c.commit()");
+            let out = Command::new("python3").args(["-c", &script]).arg(file).output().expect("python3");
+            assert!(out.status.success(), "{statements}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Engine::Postgres { url, .. } => {
+            psql(url, &["--single-transaction", "-c", statements]);
+        }
+    }
 }
