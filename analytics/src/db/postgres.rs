@@ -260,6 +260,11 @@ impl ToSql for Value {
             },
             Value::Text(s) => match *ty {
                 Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN => s.to_sql(ty, out),
+                // citext (e-mail addresses) is sent as text.
+                _ if ty.name() == "citext" => {
+                    out.extend_from_slice(s.as_bytes());
+                    Ok(IsNull::No)
+                }
                 Type::JSONB => {
                     out.extend_from_slice(&[1]);
                     out.extend_from_slice(s.as_bytes());
