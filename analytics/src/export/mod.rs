@@ -82,7 +82,7 @@ mod tests {
     fn streams_without_sorting() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path().join("plan.db")).unwrap();
-        for sql in [super::csv::rows_sql(), super::zip::events_sql()] {
+        for sql in [super::csv::rows_sql(), super::zip::events_sql(crate::db::Engine::Sqlite)] {
             for args in [(None, None), (Some(1), Some("[\"FR\"]"))] {
                 let plan: Vec<String> = store
                     .read(|c| {

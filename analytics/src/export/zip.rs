@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use chrono::{DateTime, Utc};
-use crate::db::{params, Connection};
+use crate::db::{params, Connection, Engine};
 use serde::Serialize;
 use serde_json::json;
 use zip::write::SimpleFileOptions;
@@ -137,22 +137,38 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 /// through the cold session index table (candidates by the hash of (site,
 /// session id), the session row compared), or among the newest sessions,
 /// which the writer keeps in its memory until they reach that table
-/// (analytics::write): those above the `cold` mark.
-pub(super) fn events_sql() -> String {
-    let h = crate::write::sql_index_key("e.site", "e.session_id");
+/// (analytics::write): those above the `cold` mark. On PostgreSQL a session
+/// is found by its unique (site, session id).
+pub(super) fn events_sql(engine: Engine) -> String {
+    let session = match engine {
+        Engine::Sqlite => {
+            let h = crate::write::sql_index_key("e.site", "e.session_id");
+            format!(
+                "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT cold FROM session_index_low))
+                 SELECT {{columns}}
+                 FROM events e
+                 LEFT JOIN sessions s ON s.seq = coalesce(
+                     (SELECT c.seq FROM sessions c
+                      WHERE c.seq IN (SELECT seq FROM session_index WHERE h = {h})
+                        AND c.site = e.site AND c.session_id = e.session_id),
+                     (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))"
+            )
+        }
+        Engine::Postgres => "SELECT {columns}
+                 FROM events e
+                 LEFT JOIN sessions s ON s.site = e.site AND s.session_id = e.session_id"
+            .to_owned(),
+    };
     format!(
-        "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT cold FROM session_index_low))
-         SELECT e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at
-         FROM events e
-         LEFT JOIN sessions s ON s.seq = coalesce(
-             (SELECT c.seq FROM sessions c
-              WHERE c.seq IN (SELECT seq FROM session_index WHERE h = {h})
-                AND c.site = e.site AND c.session_id = e.session_id),
-             (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))
+        "{}
          WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
            AND (s.device = ?4 OR ?4 IS NULL)
            AND (coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)) OR ?5 IS NULL)
-         ORDER BY e.seq"
+         ORDER BY e.seq",
+        session.replace(
+            "{columns}",
+            "e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at"
+        )
     )
 }
 
@@ -160,7 +176,7 @@ pub(super) fn events_sql() -> String {
 /// `GET /v1/events/sites/:id` returns).
 fn write_events(conn: &Connection, site: &Site, sel: &Selection, mut out: impl Write) -> Result<u64> {
     let (from, to) = sel.period.hour_range();
-    let mut stmt = conn.prepare_cached(&events_sql())?;
+    let mut stmt = conn.prepare_cached(&events_sql(conn.engine()))?;
     let mut rows = stmt.query(params![
         site.seq,
         from * 3_600_000,
