@@ -92,8 +92,8 @@ impl Writer {
         Ok(Writer(WriterEngine::Sqlite(SqliteWriter::new(conn)?)))
     }
 
-    pub(crate) fn postgres(conn: db::Connection) -> Result<Writer> {
-        Ok(Writer(WriterEngine::Postgres(postgres::PgWriter::new(conn))))
+    pub(crate) fn postgres(conn: db::Connection, reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>) -> Result<Writer> {
+        Ok(Writer(WriterEngine::Postgres(postgres::PgWriter::new(conn, reconnect))))
     }
 
     /// Starts a group transaction.

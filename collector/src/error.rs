@@ -123,6 +123,11 @@ impl From<analytics::Error> for ApiError {
         match e {
             analytics::Error::NotFound(what) => ApiError::not_found("id", format!("{what} not found")),
             analytics::Error::Conflict(msg) => ApiError::conflict(msg),
+            // The database is down, unreachable or out of room: the request was fine, retry.
+            other if other.is_storage_failure() => {
+                tracing::error!(error = %other, "the database failed");
+                ApiError::unavailable("the database is unavailable, retry shortly")
+            }
             other => ApiError::internal(other),
         }
     }

@@ -111,7 +111,7 @@ impl Store {
                 writer.run(|_| Ok(()))?;
                 Ok(writer)
             }
-            Engine::Postgres(pg) => crate::write::Writer::postgres(pg.connect()?),
+            Engine::Postgres(pg) => crate::write::Writer::postgres(pg.connect()?, pg.connector()),
         }
     }
 

@@ -62,6 +62,12 @@ impl PgStore {
         Ok(Connection::postgres(self.driver.connect(&self.url)?))
     }
 
+    /// What opens such a connection again, for a writer whose connection the server closed.
+    pub fn connector(&self) -> Box<dyn Fn() -> Result<Connection> + Send> {
+        let (driver, url) = (self.driver.clone(), self.url.clone());
+        Box::new(move || Ok(Connection::postgres(driver.connect(&url)?)))
+    }
+
     /// Tells every node's listener (this one's too) about `change`.
     pub fn announce(&self, change: &str) -> Result<()> {
         self.read(|c| c.query_row("SELECT pg_notify(?1, ?2)", params![CHANGES, change], |_| Ok(())))

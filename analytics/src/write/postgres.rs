@@ -19,6 +19,9 @@ use crate::{Error, Result};
 
 pub(crate) struct PgWriter {
     conn: db::Connection,
+    /// Opens a new connection when the server closed this one (a restart, a
+    /// failover): the groups in flight fail with 503, the next one reconnects.
+    reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>,
     names: Names,
 }
 
@@ -30,11 +33,14 @@ pub(crate) struct PgGroup<'a> {
 }
 
 impl PgWriter {
-    pub fn new(conn: db::Connection) -> PgWriter {
-        PgWriter { conn, names: Names::default() }
+    pub fn new(conn: db::Connection, reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>) -> PgWriter {
+        PgWriter { conn, reconnect, names: Names::default() }
     }
 
     pub fn begin(&mut self) -> Result<PgGroup<'_>> {
+        if !self.conn.is_usable() {
+            self.conn = (self.reconnect)()?;
+        }
         pg(&self.conn)?.begin()?;
         Ok(PgGroup { conn: &self.conn, names: &mut self.names, events: Vec::new() })
     }
