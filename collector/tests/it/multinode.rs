@@ -1,10 +1,10 @@
 //! Several collectors on one PostgreSQL database behave as one: a session's
 //! events spread over the nodes count once, an event id raced on two nodes is
-//! stored once, a node killed mid-stream loses no acknowledged event, and a
-//! key revoked on one node is refused by another within a second.
+//! stored once, a node killed mid-stream loses no acknowledged event, a key
+//! revoked on one node is refused by another within a second, and a node
+//! whose database connections are cut answers 503 until it has new ones.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -14,49 +14,13 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-/// A fresh database on the test cluster (`POSTERN_TEST_POSTGRES`), dropped
-/// with it. `None` skips the test, saying so, unless `POSTERN_REQUIRE_POSTGRES` is set.
-struct Database {
-    base: String,
-    name: String,
-}
-
-impl Database {
-    fn create() -> Option<Database> {
-        let Ok(base) = std::env::var("POSTERN_TEST_POSTGRES") else {
-            assert!(std::env::var_os("POSTERN_REQUIRE_POSTGRES").is_none(), "POSTERN_TEST_POSTGRES is not set");
-            eprintln!("skipped: no PostgreSQL cluster (run under scripts/with-postgres)");
-            return None;
-        };
-        let db = Database { base: base.trim_end_matches('/').to_owned(), name: format!("n_{}", uuid::Uuid::new_v4().simple()) };
-        db.psql(&format!("CREATE DATABASE {}", db.name));
-        Some(db)
-    }
-
-    fn url(&self) -> String {
-        format!("{}/{}", self.base, self.name)
-    }
-
-    #[track_caller]
-    fn psql(&self, sql: &str) {
-        let out = Command::new("psql").args(["-X", "-q", "-v", "ON_ERROR_STOP=1", &format!("{}/postgres", self.base), "-c", sql]).output().expect("psql");
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-    }
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        let _ = Command::new("psql").args(["-X", "-q", &format!("{}/postgres", self.base), "-c", &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)]).output();
-    }
-}
-
-/// `n` collectors on one new database, sharing a key with every scope.
-fn cluster(n: usize) -> Option<(Database, Vec<TestApp>)> {
-    let db = Database::create()?;
-    let out = Command::new(BIN).args(["admin", "create-key", "--account", "acme", "--db", &db.url()]).output().expect("postern admin");
+/// `n` collectors on one new PostgreSQL database, sharing a key with every scope.
+fn cluster(n: usize) -> Option<(Db, Vec<TestApp>)> {
+    let db = Db::postgres()?;
+    let out = Command::new(BIN).arg("admin").arg("create-key").args(["--account", "acme", "--db"]).arg(&db).output().expect("postern admin");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let nodes = (0..n).map(|_| TestApp::spawn_on(PathBuf::from(db.url()), &key, &[])).collect();
+    let nodes = (0..n).map(|_| TestApp::spawn_on(db.shared(), &key, &[])).collect();
     Some((db, nodes))
 }
 
@@ -197,4 +161,33 @@ fn a_key_revoked_on_one_node_is_refused_by_another_within_a_second() {
         assert!(revoked.elapsed() < Duration::from_secs(1), "node 2 still accepts the revoked key after {:?}", revoked.elapsed());
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+#[test]
+fn a_lost_database_connection_answers_503_then_recovers() {
+    let Some((db, nodes)) = cluster(1) else { return };
+    let node = &nodes[0];
+    let site = id(&node.create_site("news.example.com", "UTC"));
+    track_ok(node, event(&site, "before-loss-1", "pageview", json!({})));
+    // The server ends every connection of the node, as a restart or a failover of PostgreSQL would.
+    let ended: u32 = sql(&db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()").parse().unwrap();
+    assert!(ended >= 2, "the node's connections were ended: {ended}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for n in 0.. {
+        let a = node.track(&event(&site, &format!("after-loss-{n}"), "pageview", json!({})));
+        assert!(a.status == 201 || a.status == 503, "a lost connection answers 503, never {}: {}", a.status, a.text);
+        if a.status == 201 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "events are still refused; log:\n{}", node.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let d = node.dashboard(&site, "");
+    assert!(d.status == 200 || d.status == 503, "{}", d.text);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while node.dashboard(&site, "").status != 200 {
+        assert!(Instant::now() < deadline, "reads do not recover; log:\n{}", node.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!node.logs().contains("panicked"), "{}", node.logs());
 }

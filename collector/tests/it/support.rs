@@ -73,6 +73,8 @@ pub struct Db(Engine);
 enum Engine {
     Sqlite(PathBuf),
     Postgres { server: String, name: String, url: String },
+    /// A PostgreSQL database another `Db` owns (and drops).
+    Shared(String),
 }
 
 impl Db {
@@ -86,6 +88,31 @@ impl Db {
         Db(Engine::Postgres { server, name, url })
     }
 
+    /// A fresh PostgreSQL database whatever engine the other tests run on,
+    /// for tests of several collectors on one database. `None` skips such a
+    /// test without a cluster (`POSTERN_TEST_POSTGRES`), saying so, unless
+    /// `POSTERN_REQUIRE_POSTGRES` is set (as `scripts/test` sets it).
+    pub fn postgres() -> Option<Db> {
+        let Ok(server) = std::env::var("POSTERN_TEST_POSTGRES") else {
+            assert!(std::env::var_os("POSTERN_REQUIRE_POSTGRES").is_none(), "POSTERN_TEST_POSTGRES is not set");
+            eprintln!("skipped: no PostgreSQL cluster (run under scripts/with-postgres)");
+            return None;
+        };
+        let server = server.trim_end_matches('/').to_owned();
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        psql(&format!("{server}/postgres"), &["-c", &format!("CREATE DATABASE {name}")]);
+        let url = format!("{server}/{name}");
+        Some(Db(Engine::Postgres { server, name, url }))
+    }
+
+    /// The same PostgreSQL database for another collector; this `Db` keeps owning it.
+    pub fn shared(&self) -> Db {
+        match &self.0 {
+            Engine::Postgres { url, .. } | Engine::Shared(url) => Db(Engine::Shared(url.clone())),
+            Engine::Sqlite(_) => panic!("one SQLite file is never shared by collectors"),
+        }
+    }
+
     /// This SQLite file, whatever engine the other tests run on.
     pub fn sqlite(file: PathBuf) -> Db {
         Db(Engine::Sqlite(file))
@@ -96,7 +123,7 @@ impl Db {
     pub fn sqlite_file(&self) -> Option<&Path> {
         match &self.0 {
             Engine::Sqlite(file) => Some(file),
-            Engine::Postgres { .. } => None,
+            Engine::Postgres { .. } | Engine::Shared(_) => None,
         }
     }
 }
@@ -105,7 +132,7 @@ impl AsRef<OsStr> for Db {
     fn as_ref(&self) -> &OsStr {
         match &self.0 {
             Engine::Sqlite(file) => file.as_os_str(),
-            Engine::Postgres { url, .. } => OsStr::new(url),
+            Engine::Postgres { url, .. } | Engine::Shared(url) => OsStr::new(url),
         }
     }
 }
@@ -114,7 +141,7 @@ impl fmt::Display for Db {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Engine::Sqlite(file) => write!(f, "{}", file.display()),
-            Engine::Postgres { url, .. } => f.write_str(url),
+            Engine::Postgres { url, .. } | Engine::Shared(url) => f.write_str(url),
         }
     }
 }
@@ -492,7 +519,7 @@ pub fn sql(db: &Db, query: &str) -> String {
             assert!(out.status.success(), "{query}: {}", String::from_utf8_lossy(&out.stderr));
             String::from_utf8(out.stdout).unwrap().trim().to_owned()
         }
-        Engine::Postgres { url, .. } => {
+        Engine::Postgres { url, .. } | Engine::Shared(url) => {
             // A field separator no value holds, so the first column is cut off cleanly.
             let out = psql(url, &["-F", "\u{1f}", "-c", query]);
             let row = out.lines().next().unwrap_or_else(|| panic!("{query}: no row"));
@@ -514,7 +541,7 @@ pub fn stored_bytes(db: &Db) -> Vec<u8> {
             bytes.extend(std::fs::read(wal).unwrap_or_default());
             bytes
         }
-        Engine::Postgres { url, .. } => {
+        Engine::Postgres { url, .. } | Engine::Shared(url) => {
             let out = Command::new(pg_program("pg_dump")).args(["--no-owner", "-d", url]).output().expect("pg_dump");
             assert!(out.status.success(), "pg_dump: {}", String::from_utf8_lossy(&out.stderr));
             out.stdout
@@ -531,7 +558,7 @@ pub fn sql_exec(db: &Db, statements: &str) {
             let out = Command::new("python3").args(["-c", &script]).arg(file).output().expect("python3");
             assert!(out.status.success(), "{statements}: {}", String::from_utf8_lossy(&out.stderr));
         }
-        Engine::Postgres { url, .. } => {
+        Engine::Postgres { url, .. } | Engine::Shared(url) => {
             psql(url, &["--single-transaction", "-c", statements]);
         }
     }
