@@ -184,7 +184,7 @@ enum Task {
 async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            probe::page_ready().await;
+            let _ = task::settle(dom::ready()).await;
             s.emit("pageview", Object::new());
             transport::take_queue(&mut |body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
@@ -275,7 +275,6 @@ struct Sdk {
 
 impl Sdk {
     fn start(opts: Options) -> Result<()> {
-        let w = dom::window()?;
         let endpoint = opts.endpoint.unwrap_or_else(|| dom::location_str("origin"));
         let mut session_key = String::from("postern:s:");
         session_key.push_str(&opts.site_id);
@@ -307,9 +306,9 @@ impl Sdk {
         });
         sdk.save_session();
         *SDK.0.borrow_mut() = Some(sdk.clone());
-        dom::listen(&w, "pagehide", sdk.listener(), false);
-        let doc = dom::document()?;
-        dom::listen(&doc, "visibilitychange", sdk.listener(), false);
+        if !dom::listen(sdk.listener()) {
+            return Err(Error::NoDom);
+        }
         sdk.spawn(Task::Start);
         Ok(())
     }
@@ -369,7 +368,7 @@ impl Sdk {
 
     /// Both probes at once: the requests run while the elements are watched.
     async fn detect(&self) -> Verdict {
-        probe::page_ready().await;
+        let _ = task::settle(dom::ready()).await;
         let request = transport::start_probe(&self.endpoint);
         let element = probe::elements().await;
         if element == detect::ElementProbe::Hidden {

@@ -1,7 +1,7 @@
 //! The SDK's own executor, in place of wasm-bindgen-futures (its queue,
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
-//! only ever waits for one thing at a time (`settle`, `park`), so that thing
-//! itself resumes the job: a promise, a timer or an event calls the one Rust
+//! only ever waits for one promise at a time (`settle`), so that promise
+//! itself resumes the job: it calls the one Rust
 //! callback `wake`, bound to the job's number; no waker is needed and none
 //! is used.
 //!
@@ -150,27 +150,23 @@ fn wake(job: u32, ok: bool, value: JsValue) {
     }
 }
 
-/// Waits for a promise: its value, or what it was rejected with.
-pub fn settle(p: Promise) -> Park<impl FnOnce(u32) + Unpin> {
-    Park(Some(move |job| resume_on(&p, job)))
+/// Waits for a promise: its value, or what it was rejected with. Every
+/// wait of the SDK is a promise (timers and page events are made promises
+/// by the JS helpers), so there is one future type to poll.
+pub fn settle(p: Promise) -> Settle {
+    Settle(Some(p))
 }
 
-/// Waits until the function `schedule` is given is called (once: by a
-/// timer, an idle callback, an event), for what it was called with.
-pub fn park(schedule: impl FnOnce(&Function) + Unpin) -> Park<impl FnOnce(u32) + Unpin> {
-    Park(Some(move |job| schedule(&resumer(job, true))))
-}
+/// A job waiting for its promise; polled again only once `wake` has it.
+pub struct Settle(Option<Promise>);
 
-/// A job waiting for one call of its `wake`; `F` arranges that call.
-pub struct Park<F>(Option<F>);
-
-impl<F: FnOnce(u32) + Unpin> Future for Park<F> {
+impl Future for Settle {
     type Output = Result<JsValue, JsValue>;
 
     fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         match self.0.take() {
-            Some(schedule) => {
-                schedule(EXEC.current.get());
+            Some(p) => {
+                resume_on(&p, EXEC.current.get());
                 Poll::Pending
             }
             // Polled again: only the `wake` it arranged polls this job.
