@@ -2,7 +2,7 @@
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
 //! only ever waits for one promise at a time (`settle`), so that promise
 //! itself resumes the job: it calls the one Rust
-//! callback `wake`, bound to the job's number; no waker is needed and none
+//! callback `wake`, bound to the job's number (its address); no waker is needed and none
 //! is used.
 //!
 //! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
@@ -11,7 +11,6 @@
 //! an export, shims and glue.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::cell::Cell;
 use core::future::Future;
 use core::pin::Pin;
@@ -25,16 +24,15 @@ use crate::Slot;
 
 type Job = Pin<Box<dyn Future<Output = JsValue>>>;
 
-enum Entry {
-    Free,
-    /// Being polled: taken out, its number not yet reusable.
-    Polling,
-    /// Waiting for a promise; `resolve` settles the job's own promise, if any.
-    Parked(Job, Option<Function>),
+/// A job waiting for a promise; `resolve` settles the job's own promise, if
+/// any. Its number is its address: boxed, it stays put while it waits, and
+/// the one call of `wake` its promise makes takes it back.
+struct Parked {
+    job: Job,
+    resolve: Option<Function>,
 }
 
 struct Exec {
-    jobs: Slot<Vec<Entry>>,
     /// The job being polled, so a `settle` knows whom its promise resumes.
     current: Cell<u32>,
     /// What the promise that resumed the current job settled to.
@@ -49,14 +47,14 @@ struct Exec {
 unsafe impl Sync for Exec {}
 
 static EXEC: Exec = Exec {
-    jobs: Slot::new(Vec::new()),
     current: Cell::new(0),
     settled: Slot::new(None),
     resolver: Slot::new(None),
     wake: Slot::new(None),
 };
 
-/// `wake`'s first argument when it is not a job: a DOM event…
+/// `wake`'s first argument when it is not a job (never a job's address,
+/// which is a multiple of 4): a DOM event…
 const EVENT: u32 = u32::MAX;
 /// …or the resolve function of a promise being made.
 const RESOLVER: u32 = u32::MAX - 1;
@@ -98,22 +96,8 @@ fn resume_on(p: &Promise, job: u32) {
 /// Runs `job` from a microtask (never inside its caller); with `resolve`,
 /// calls it with the job's output.
 pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Function>) {
-    let job: Job = Box::pin(job);
-    let n = {
-        let mut jobs = EXEC.jobs.borrow_mut();
-        let entry = Entry::Parked(job, resolve);
-        match jobs.iter_mut().enumerate().find(|(_, e)| matches!(e, Entry::Free)) {
-            Some((n, free)) => {
-                *free = entry;
-                n
-            }
-            None => {
-                jobs.push(entry);
-                jobs.len() - 1
-            }
-        }
-    };
-    resume_on(&Promise::resolve(&JsValue::UNDEFINED), n as u32);
+    let parked = Box::into_raw(Box::new(Parked { job: Box::pin(job), resolve }));
+    resume_on(&Promise::resolve(&JsValue::UNDEFINED), parked as u32);
 }
 
 /// Like `spawn`, and a promise of the job's output.
@@ -130,23 +114,21 @@ fn wake(job: u32, ok: bool, value: JsValue) {
         RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),
         _ => {}
     }
-    let n = job as usize;
-    let taken = EXEC.jobs.borrow_mut().get_mut(n).map(|e| core::mem::replace(e, Entry::Polling));
-    let Some(Entry::Parked(mut fut, resolve)) = taken else { return };
+    // SAFETY: `job` is the address `spawn` leaked, handed back once: a job
+    // waits for one promise at a time (`Settle`), whose `then` calls one of
+    // its two resumers once, and only a pending job is leaked again.
+    let mut parked = unsafe { Box::from_raw(job as usize as *mut Parked) };
     EXEC.settled.replace(Some(if ok { Ok(value) } else { Err(value) }));
     EXEC.current.set(job);
-    let entry = match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
-            if let Some(r) = resolve {
-                crate::js::dom(&r).call1(&JsValue::UNDEFINED, &v);
+            if let Some(r) = &parked.resolve {
+                crate::js::dom(r).call1(&JsValue::UNDEFINED, &v);
             }
-            Entry::Free
         }
-        Poll::Pending => Entry::Parked(fut, resolve),
-    };
-    // The job's entry is still there (`Polling`): entries are never removed.
-    if let Some(e) = EXEC.jobs.borrow_mut().get_mut(n) {
-        *e = entry;
+        Poll::Pending => {
+            let _ = Box::into_raw(parked);
+        }
     }
 }
 
