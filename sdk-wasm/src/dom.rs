@@ -44,12 +44,12 @@ export async function idle() {
   if (d().readyState == 'loading') await on(d(), 'DOMContentLoaded');
 }")]
 extern "C" {
-    /// localStorage's item; `None` when absent or refused.
-    pub fn load(key: &str) -> Option<String>;
+    /// localStorage's item; null when absent, undefined when refused.
+    #[wasm_bindgen(js_name = load)]
+    fn load_js(key: &str) -> JsValue;
     pub fn store(key: &str, value: &str);
-    /// A part of the page's URL (`href`, `origin`, `pathname`, `search`).
     #[wasm_bindgen(js_name = loc)]
-    pub fn location_str(key: &str) -> String;
+    fn loc(key: &str) -> JsValue;
     #[wasm_bindgen(js_name = visible)]
     pub fn document_visible() -> bool;
     /// Brave exposes `navigator.brave`; no other browser does.
@@ -74,6 +74,19 @@ extern "C" {
 extern "C" {
     #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
     fn get_random_values(bytes: &mut [u8]);
+}
+
+// Strings come back as JS values read with `as_string`: a `String` return
+// brings wasm-bindgen's boxed-slice conversion into the wasm.
+
+/// localStorage's item; `None` when absent or refused.
+pub fn load(key: &str) -> Option<String> {
+    load_js(key).as_string()
+}
+
+/// A part of the page's URL (`href`, `origin`, `pathname`, `search`).
+pub fn location_str(key: &str) -> String {
+    loc(key).as_string().unwrap_or_default()
 }
 
 pub fn now_ms() -> f64 {
