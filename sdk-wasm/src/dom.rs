@@ -155,13 +155,13 @@ fn param(search: &str, name: &str) -> Option<String> {
 
 /// Waits `ms` milliseconds.
 pub async fn sleep(ms: u32) {
-    let _ = crate::task::settle(sleep_js(ms)).await;
+    crate::task::settle(sleep_js(ms)).await;
 }
 
 /// Waits until the document is parsed and the browser is idle, so the
 /// probes never compete with the page's own start.
 pub async fn idle() {
-    let _ = crate::task::settle(idle_js()).await;
+    crate::task::settle(idle_js()).await;
 }
 
 #[cfg(test)]

@@ -185,7 +185,7 @@ enum Task {
 async fn run(s: &'static Sdk, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            let _ = task::settle(dom::ready()).await;
+            task::settle(dom::ready()).await;
             s.emit("pageview", Object::new());
             transport::take_queue(&mut |body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
@@ -356,7 +356,7 @@ impl Sdk {
     }
 
     async fn show_when_loaded(&'static self, blocker: BlockerType, forced: bool) {
-        let Ok(needs) = task::settle(self.prefetch()).await else { return };
+        let needs = task::settle(self.prefetch()).await;
         let config = js::at(&needs, 0);
         if config.is_object() && self.config.borrow().is_none() {
             *self.config.borrow_mut() = Some(SiteConfig(config));
@@ -369,7 +369,7 @@ impl Sdk {
 
     /// Both probes at once: the requests run while the elements are watched.
     async fn detect(&self) -> Verdict {
-        let _ = task::settle(dom::ready()).await;
+        task::settle(dom::ready()).await;
         let request = transport::start_probe(&self.endpoint);
         let element = probe::elements().await;
         if element == detect::ElementProbe::Hidden {

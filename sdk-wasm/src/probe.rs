@@ -83,7 +83,7 @@ fn table() -> String {
 pub async fn elements() -> ElementProbe {
     let [a, b] = &bait::ELEMENTS;
     let p = watch(a.spec, b.spec, bait::CONTROL_ELEMENT.spec, &table(), ELEMENT_WINDOW_MS / ELEMENT_POLL_MS, ELEMENT_POLL_MS);
-    match crate::task::settle(p).await.ok().and_then(|v| v.as_f64()) {
+    match crate::task::settle(p).await.as_f64() {
         Some(1.0) => ElementProbe::Hidden,
         Some(2.0) => ElementProbe::Visible,
         _ => ElementProbe::Unmeasured,

@@ -35,12 +35,12 @@ struct Parked {
 struct Exec {
     /// The job being polled, so a `settle` knows whom its promise resumes.
     current: Cell<u32>,
-    /// What the promise that resumed the current job settled to.
-    settled: Slot<Option<Result<JsValue, JsValue>>>,
+    /// What the promise that resumed the current job resolved to.
+    settled: Slot<Option<JsValue>>,
     /// The resolve function `new Promise` just handed to `wake`.
     resolver: Slot<Option<Function>>,
     /// `Fn`, not `FnMut`: `wake` is re-entered when a job makes a promise.
-    wake: Slot<Option<Closure<dyn Fn(u32, bool, JsValue)>>>,
+    wake: Slot<Option<Closure<dyn Fn(u32, JsValue)>>>,
 }
 
 // SAFETY: wasm32 without the `atomics` feature runs on one thread only.
@@ -65,7 +65,7 @@ extern "C" {
     /// takes Rust closures).
     type Thenable;
     #[wasm_bindgen(method)]
-    fn then(this: &Thenable, fulfilled: &Function, rejected: &Function);
+    fn then(this: &Thenable, fulfilled: &Function);
 
     /// `new Promise(executor)` with a plain function (js-sys's takes a Rust closure).
     #[wasm_bindgen(js_name = Promise)]
@@ -74,23 +74,24 @@ extern "C" {
     fn new(executor: &Function) -> PromiseClass;
 }
 
-/// `wake` bound to a job (or `EVENT`, `RESOLVER`) and an outcome, as a JS function of the value.
-fn resumer(job: u32, ok: bool) -> Function {
+/// `wake` bound to a job (or `EVENT`, `RESOLVER`), as a JS function of the value.
+fn resumer(job: u32) -> Function {
     let mut w = EXEC.wake.borrow_mut();
     let w = w.get_or_insert_with(|| Closure::new(wake));
     let f: &Function = w.as_ref().unchecked_ref();
-    f.bind2(&JsValue::NULL, &JsValue::from_f64(f64::from(job)), &JsValue::from_bool(ok)).unchecked_into()
+    f.bind1(&JsValue::NULL, &JsValue::from_f64(f64::from(job))).unchecked_into()
 }
 
 /// The DOM event listener: calls `crate::on_event`. Make it once and keep
 /// it, so that it can be removed again.
 pub fn listener() -> Function {
-    resumer(EVENT, true)
+    resumer(EVENT)
 }
 
-/// Resumes job `job` once `p` settles.
+/// Resumes job `job` once `p` resolves. The SDK only awaits promises that
+/// never reject: its JS helpers take every failure as a value.
 fn resume_on(p: &Promise, job: u32) {
-    p.unchecked_ref::<Thenable>().then(&resumer(job, true), &resumer(job, false));
+    p.unchecked_ref::<Thenable>().then(&resumer(job));
 }
 
 /// Runs `job` from a microtask (never inside its caller); with `resolve`,
@@ -102,13 +103,13 @@ pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Funct
 
 /// Like `spawn`, and a promise of the job's output.
 pub fn spawn_promise(job: impl Future<Output = JsValue> + 'static) -> Promise {
-    // The executor runs at once: `wake(RESOLVER, true, resolve, reject)`.
-    let p: Promise = PromiseClass::new(&resumer(RESOLVER, true)).unchecked_into();
+    // The executor runs at once: `wake(RESOLVER, resolve, reject)`.
+    let p: Promise = PromiseClass::new(&resumer(RESOLVER)).unchecked_into();
     spawn(job, EXEC.resolver.replace(None));
     p
 }
 
-fn wake(job: u32, ok: bool, value: JsValue) {
+fn wake(job: u32, value: JsValue) {
     match job {
         EVENT => return crate::on_event(value.unchecked_into()),
         RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),
@@ -118,7 +119,7 @@ fn wake(job: u32, ok: bool, value: JsValue) {
     // waits for one promise at a time (`Settle`), whose `then` calls one of
     // its two resumers once, and only a pending job is leaked again.
     let mut parked = unsafe { Box::from_raw(job as usize as *mut Parked) };
-    EXEC.settled.replace(Some(if ok { Ok(value) } else { Err(value) }));
+    EXEC.settled.replace(Some(value));
     EXEC.current.set(job);
     match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
@@ -132,7 +133,7 @@ fn wake(job: u32, ok: bool, value: JsValue) {
     }
 }
 
-/// Waits for a promise: its value, or what it was rejected with. Every
+/// Waits for a promise that never rejects: its value. Every
 /// wait of the SDK is a promise (timers and page events are made promises
 /// by the JS helpers), so there is one future type to poll.
 pub fn settle(p: Promise) -> Settle {
@@ -143,7 +144,7 @@ pub fn settle(p: Promise) -> Settle {
 pub struct Settle(Option<Promise>);
 
 impl Future for Settle {
-    type Output = Result<JsValue, JsValue>;
+    type Output = JsValue;
 
     fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         match self.0.take() {
@@ -152,7 +153,7 @@ impl Future for Settle {
                 Poll::Pending
             }
             // Polled again: only the `wake` it arranged polls this job.
-            None => Poll::Ready(EXEC.settled.replace(None).unwrap_or(Err(JsValue::UNDEFINED))),
+            None => Poll::Ready(EXEC.settled.replace(None).unwrap_or(JsValue::UNDEFINED)),
         }
     }
 }

@@ -108,7 +108,7 @@ extern "C" {
 /// collector refusing the event itself: resending cannot help.
 pub async fn send(endpoint: &str, body: JsValue, queued_at: f64) {
     let status = crate::task::settle(post(&join(endpoint, EVENTS_PATH), &body)).await;
-    let retry = matches!(status.ok().and_then(|s| s.as_f64()).unwrap_or(0.0) as u16, 0 | 429 | 500..=599);
+    let retry = matches!(status.as_f64().unwrap_or(0.0) as u16, 0 | 429 | 500..=599);
     let stored = dom::load(QUEUE_KEY).unwrap_or_default();
     let body = body.as_string().unwrap_or_default();
     let mut q = Queue::parse(&stored);
@@ -274,7 +274,7 @@ pub fn start_probe(endpoint: &str) -> Promise {
 /// What became of the probe requests, together (see `detect::requests`):
 /// the nonce each answer must carry is checked here.
 pub async fn finish_probe(probe: Promise) -> RequestProbe {
-    let answers = crate::task::settle(probe).await.unwrap_or(JsValue::UNDEFINED);
+    let answers = crate::task::settle(probe).await;
     let [a, b, control] = [0, 1, 2].map(|i| {
         let answer = js::at(&answers, i);
         if answer.is_null() {
