@@ -4,7 +4,7 @@
 //! This file is the only `#[wasm_bindgen]` layer: `init`, `check`,
 //! `getSessionId`, `forceDisplay` and `hide`, over plain modules — `config`
 //! (options, wall config, variant choice), `detect` (the verdict, pure),
-//! `dom` (browser helpers), `probe` (bait elements, page readiness),
+//! `dom` (browser helpers, page readiness, waits), `probe` (bait elements),
 //! `session`, `transport` (events, config, bait requests), `wall` and `error`.
 //!
 //! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with

@@ -1,9 +1,8 @@
 //! The SDK's own executor, in place of wasm-bindgen-futures (its queue,
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
 //! only ever waits for one promise at a time (`settle`), so that promise
-//! itself resumes the job: it calls the one Rust
-//! callback `wake`, bound to the job's number (its address); no waker is needed and none
-//! is used.
+//! itself resumes the job: it calls the one Rust callback `wake`, bound to
+//! the job's number (its address); no waker is needed and none is used.
 //!
 //! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
 //! the DOM event listener (`listener`), bound to `RESOLVER` the executor of
