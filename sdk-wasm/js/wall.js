@@ -74,9 +74,19 @@ const webLink = (v) => /^(https?:\/\/|\/(?!\/))/.test(v);
  * site's `wall` (its `subscribe_url`, `subscribe_text` and `colors`) as the config has them. `send` receives
  * `{type: 'wall', a}` for each control used (`recheck`, `help`, `subscribe`, `dismiss`).
  * Returns the wall's handle: `note(name)`, `help()` (true when the steps were just
- * opened), `reveal()` (the dismiss button), `close()`.
+ * opened), `reveal()` (the dismiss button), `close()`; undefined when the page refused it
+ * (a DOM call threw, e.g. no body yet): no wall. Caught here, not by the SDK: a
+ * throwing import costs the SDK's glue and wasm an exception path.
  */
 export function show(o, send) {
+  try {
+    return draw(o, send);
+  } catch {
+    // No wall: the SDK carries on without one.
+  }
+}
+
+function draw(o, send) {
   const doc = document;
   const html = doc.documentElement;
   const banner = o.kind == 'banner';
@@ -142,8 +152,9 @@ export function show(o, send) {
       }
     }
   };
-  addEventListener('keydown', onKey, true);
+  // Appended first: a page without a body yet throws here, before any listener is left behind.
   doc.body.appendChild(host);
+  addEventListener('keydown', onKey, true);
 
   // Scrolling is locked only once the wall is laid out as a fixed overlay: a
   // wall whose styles did not apply must not leave the page stuck.

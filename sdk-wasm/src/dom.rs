@@ -1,58 +1,101 @@
-//! The browser, reached through web-sys: storage, randomness, the page's
-//! location, timers as promises and event listeners.
+//! The browser: storage, randomness, the page's location, waits and event
+//! listeners. Each is one call into a small JS helper below rather than a
+//! chain of web-sys getters: every getter, `catch` and optional object is an
+//! import, a glue function and code in the wasm, and waiting in JS (a
+//! promise the executor settles on) costs no Rust state machine.
 
 use alloc::string::String;
-use core::future::Future;
 
-use js_sys::Function;
+use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use web_sys::{Document, EventTarget, Storage, Window};
 
-use crate::error::{Error, Result};
-use crate::js;
+// A document being torn down (or a worker) has no `document`: `listen`
+// then says so. localStorage throws in some private modes and when full: a
+// refused storage only costs the session's continuity. `idle` falls back on
+// a timeout where requestIdleCallback is missing (Safari).
+#[wasm_bindgen(inline_js = "const d = () => self.document, on = (t, e) => new Promise((r) => t.addEventListener(e, r, { once: true }));
+export function load(k) {
+  try {
+    return localStorage.getItem(k);
+  } catch {}
+}
+export function store(k, v) {
+  try {
+    localStorage.setItem(k, v);
+  } catch {}
+}
+export const loc = (k) => location[k];
+export const visible = () => d().visibilityState == 'visible';
+export const brave = () => !!navigator.brave;
+export const online = () => navigator.onLine !== false;
+export function listen(f) {
+  if (!d()) return false;
+  addEventListener('pagehide', f);
+  d().addEventListener('visibilitychange', f);
+  return true;
+}
+export async function ready() {
+  if (d().prerendering) await on(d(), 'prerenderingchange');
+  if (d().readyState != 'complete') await on(self, 'load');
+}
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+export async function idle() {
+  await new Promise((r) => (self.requestIdleCallback ? requestIdleCallback(r, { timeout: 2000 }) : setTimeout(r)));
+  if (d().readyState == 'loading') await on(d(), 'DOMContentLoaded');
+}")]
+extern "C" {
+    /// localStorage's item; null when absent, undefined when refused.
+    #[wasm_bindgen(js_name = load)]
+    fn load_js(key: &str) -> JsValue;
+    pub fn store(key: &str, value: &str);
+    #[wasm_bindgen(js_name = loc)]
+    fn loc(key: &str) -> JsValue;
+    #[wasm_bindgen(js_name = visible)]
+    pub fn document_visible() -> bool;
+    /// Brave exposes `navigator.brave`; no other browser does.
+    #[wasm_bindgen(js_name = brave)]
+    pub fn is_brave() -> bool;
+    /// `navigator.onLine`: false means the browser knows it is offline.
+    pub fn online() -> bool;
+    /// Makes `f` the listener of the page's `pagehide` and `visibilitychange`;
+    /// false when there is no document.
+    pub fn listen(f: &Function) -> bool;
+    /// Resolves once the page may be probed: a prerendered page is not seen
+    /// by anyone until it is activated, and nothing is fetched before `load`,
+    /// so the SDK never competes with the page's own start.
+    pub fn ready() -> Promise;
+    #[wasm_bindgen(js_name = sleep)]
+    fn sleep_js(ms: u32) -> Promise;
+    #[wasm_bindgen(js_name = idle)]
+    fn idle_js() -> Promise;
+}
 
 #[wasm_bindgen]
 extern "C" {
-    /// The page's `window` read once, directly: `web_sys::window()` goes
-    /// through js-sys's search of four global names and an `instanceof`.
-    #[wasm_bindgen(thread_local_v2, js_name = window)]
-    static WINDOW: Option<Window>;
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(bytes: &mut [u8]);
 }
 
-pub fn window() -> Result<Window> {
-    WINDOW.with(Option::clone).ok_or(Error::NoDom)
+// Strings come back as JS values read with `as_string`: a `String` return
+// brings wasm-bindgen's boxed-slice conversion into the wasm.
+
+/// localStorage's item; `None` when absent or refused.
+pub fn load(key: &str) -> Option<String> {
+    load_js(key).as_string()
 }
 
-pub fn document() -> Result<Document> {
-    window()?.document().ok_or(Error::NoDom)
+/// A part of the page's URL (`href`, `origin`, `pathname`, `search`).
+pub fn location_str(key: &str) -> String {
+    loc(key).as_string().unwrap_or_default()
 }
 
 pub fn now_ms() -> f64 {
     js_sys::Date::now()
 }
 
-/// localStorage, when the browser allows it (it throws in some private modes).
-fn storage() -> Option<Storage> {
-    window().ok()?.local_storage().ok().flatten()
-}
-
-pub fn load(key: &str) -> Option<String> {
-    storage()?.get_item(key).ok().flatten()
-}
-
-pub fn store(key: &str, value: &str) {
-    if let Some(s) = storage() {
-        // A full or refused storage only costs the session's continuity.
-        let _ = s.set_item(key, value);
-    }
-}
-
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
-    if let Ok(w) = window() {
-        js::dom(&js::prop(&w, "crypto")).get_random_values(&mut bytes);
-    }
+    get_random_values(&mut bytes);
     bytes
 }
 
@@ -80,11 +123,6 @@ pub fn push_hex(s: &mut String, byte: u8) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     s.push(char::from(DIGITS[usize::from(byte >> 4)]));
     s.push(char::from(DIGITS[usize::from(byte & 15)]));
-}
-
-/// A part of the page's URL (`href`, `origin`, `pathname`, `search`).
-pub fn location_str(key: &str) -> String {
-    window().map_or_else(|_| String::new(), |w| js::prop_str(&js::prop(&w, "location"), key))
 }
 
 pub fn href() -> String {
@@ -115,74 +153,15 @@ fn param(search: &str, name: &str) -> Option<String> {
     }
 }
 
-/// Brave exposes `navigator.brave`; no other browser does.
-pub fn is_brave() -> bool {
-    window().is_ok_and(|w| !js::prop(&js::prop(&w, "navigator"), "brave").is_undefined())
+/// Waits `ms` milliseconds.
+pub async fn sleep(ms: u32) {
+    crate::task::settle(sleep_js(ms)).await;
 }
 
-pub fn document_visible() -> bool {
-    document().is_ok_and(|d| js::prop_str(&d, "visibilityState") == "visible")
-}
-
-pub fn listen(target: &EventTarget, kind: &str, f: &Function, capture: bool) {
-    js::dom(target).add_event_listener(kind, f, capture);
-}
-
-/// What a `wait` waits for.
-enum Until {
-    Ms(u32),
-    /// The browser is idle (or two seconds have passed).
-    Idle,
-    /// The document is parsed.
-    Parsed,
-}
-
-/// The browser's own timers and events resume the waiting job (`task::park`),
-/// so waiting costs no Rust closure, and no state machine of its own.
-fn wait(until: Until) -> impl Future<Output = ()> {
-    let park = crate::task::park(move |resolve| {
-        // A job only runs after `init`, which needs the window.
-        let Ok(w) = window() else { return };
-        let scheduled = match until {
-            Until::Ms(ms) => {
-                js::dom(&w).set_timeout(resolve, ms);
-                true
-            }
-            Until::Idle => {
-                // requestIdleCallback is missing in some browsers (Safari): a timeout instead.
-                let idle = crate::js::get(&w, "requestIdleCallback");
-                let idle = (!idle.is_undefined()).then(|| idle.unchecked_into::<Function>());
-                let opts = js_sys::Object::new();
-                crate::js::set(&opts, "timeout", &JsValue::from_f64(2000.0));
-                idle.map(|f| js::dom(&f).call2(&w, resolve, &opts)).is_some()
-            }
-            // The event bubbles from the document to the window.
-            Until::Parsed => {
-                listen(&w, "DOMContentLoaded", resolve, false);
-                true
-            }
-        };
-        if !scheduled {
-            js::dom(&w).set_timeout(resolve, 0);
-        }
-    });
-    // What it was resumed with (an idle deadline, an event) is of no use.
-    async move {
-        let _ = park.await;
-    }
-}
-
-pub fn sleep(ms: u32) -> impl Future<Output = ()> {
-    wait(Until::Ms(ms))
-}
-
-/// Resolves once the document is parsed and the browser is idle, so the
+/// Waits until the document is parsed and the browser is idle, so the
 /// probes never compete with the page's own start.
 pub async fn idle() {
-    wait(Until::Idle).await;
-    if document().is_ok_and(|d| js::prop_str(&d, "readyState") == "loading") {
-        wait(Until::Parsed).await;
-    }
+    crate::task::settle(idle_js()).await;
 }
 
 #[cfg(test)]

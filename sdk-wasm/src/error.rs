@@ -1,18 +1,14 @@
 //! The SDK's one error type. Messages are static strings: the wasm carries no
 //! formatting machinery, and the boundary turns them into `JsError`s.
 
-use wasm_bindgen::JsValue;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Error {
     /// `init` was not called (or failed) before another method.
     NotInitialized,
     /// `init` was given something other than `{siteId, endpoint?, variant?, debug?}`.
     BadOptions,
-    /// The page has no `window`/`document` (a worker, or a document being torn down).
+    /// The page has no `document` (a worker, or a document being torn down).
     NoDom,
-    /// A browser call threw.
-    Browser,
 }
 
 impl Error {
@@ -21,14 +17,7 @@ impl Error {
             Error::NotInitialized => "Postern: call init({siteId}) first",
             Error::BadOptions => "Postern: init expects {siteId: string, endpoint?: string, variant?: string, debug?: boolean}",
             Error::NoDom => "Postern: no window or document",
-            Error::Browser => "Postern: a browser call failed",
         }
-    }
-}
-
-impl From<JsValue> for Error {
-    fn from(_: JsValue) -> Error {
-        Error::Browser
     }
 }
 

@@ -9,7 +9,6 @@
 
 use alloc::string::String;
 
-use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 
@@ -67,25 +66,12 @@ pub fn set_str(o: &JsValue, key: &str, value: &str) {
 
 #[wasm_bindgen]
 extern "C" {
-    /// Any browser object, for the calls below: the DOM methods the SDK
-    /// calls with its own constant arguments (listeners, timers), which
-    /// cannot throw with them. web-sys declares each with `catch`: an exception check after every call and
-    /// a wrapper around every import.
+    /// Any browser object, for the calls below, which cannot throw with the
+    /// SDK's arguments. web-sys declares such methods with `catch`: an
+    /// exception check after every call and a wrapper around every import.
     pub type Dom;
-    #[wasm_bindgen(method, js_name = addEventListener)]
-    pub fn add_event_listener(this: &Dom, kind: &str, listener: &Function, capture: bool);
-    #[wasm_bindgen(method, js_name = setTimeout)]
-    pub fn set_timeout(this: &Dom, callback: &Function, ms: u32);
-    #[wasm_bindgen(method, js_name = getRandomValues)]
-    pub fn get_random_values(this: &Dom, bytes: &mut [u8]);
     #[wasm_bindgen(method, js_name = call)]
     pub fn call1(this: &Dom, context: &JsValue, arg: &JsValue);
-    #[wasm_bindgen(method, js_name = call)]
-    pub fn call2(this: &Dom, context: &JsValue, a: &JsValue, b: &JsValue);
-    #[wasm_bindgen(method, js_name = sendBeacon)]
-    pub fn send_beacon(this: &Dom, url: &str, body: &str) -> bool;
-    #[wasm_bindgen(method)]
-    pub fn text(this: &Dom) -> Promise;
     /// Of an object the SDK built from strings and booleans: always a string.
     #[wasm_bindgen(js_namespace = JSON)]
     pub fn stringify(value: &JsValue) -> JsValue;

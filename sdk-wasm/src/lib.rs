@@ -4,7 +4,7 @@
 //! This file is the only `#[wasm_bindgen]` layer: `init`, `check`,
 //! `getSessionId`, `forceDisplay` and `hide`, over plain modules — `config`
 //! (options, wall config, variant choice), `detect` (the verdict, pure),
-//! `dom` (browser helpers), `probe` (bait elements, page readiness),
+//! `dom` (browser helpers, page readiness, waits), `probe` (bait elements),
 //! `session`, `transport` (events, config, bait requests), `wall` and `error`.
 //!
 //! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
@@ -29,7 +29,6 @@ mod task;
 mod transport;
 mod wall;
 
-use alloc::rc::Rc;
 use alloc::string::String;
 use core::cell::{Cell, Ref, RefCell, RefMut};
 
@@ -101,14 +100,16 @@ impl<T> Slot<T> {
     }
 }
 
-/// The page's one SDK. `no_std` has no `thread_local!`; the module has one thread.
-struct Global(Slot<Option<Rc<Sdk>>>);
+/// The page's one SDK, which lives as long as the page: leaked, so no
+/// reference count and no drop code. `no_std` has no `thread_local!`; the
+/// module has one thread.
+struct Global(Slot<Option<&'static Sdk>>);
 // SAFETY: wasm32 without the `atomics` feature runs on one thread only.
 unsafe impl Sync for Global {}
 static SDK: Global = Global(Slot::new(None));
 
-fn sdk() -> Result<Rc<Sdk>> {
-    SDK.0.borrow().clone().ok_or(Error::NotInitialized)
+fn sdk() -> Result<&'static Sdk> {
+    SDK.0.borrow().ok_or(Error::NotInitialized)
 }
 
 fn js_err(e: Error) -> JsError {
@@ -181,10 +182,10 @@ enum Task {
     Send(JsValue, f64),
 }
 
-async fn run(s: Rc<Sdk>, task: Task) -> JsValue {
+async fn run(s: &'static Sdk, task: Task) -> JsValue {
     match task {
         Task::Start => {
-            probe::page_ready().await;
+            task::settle(dom::ready()).await;
             s.emit("pageview", Object::new());
             transport::take_queue(&mut |body, at| s.spawn(Task::Send(JsValue::from_str(body), at)));
             dom::idle().await;
@@ -275,7 +276,6 @@ struct Sdk {
 
 impl Sdk {
     fn start(opts: Options) -> Result<()> {
-        let w = dom::window()?;
         let endpoint = opts.endpoint.unwrap_or_else(|| dom::location_str("origin"));
         let mut session_key = String::from("postern:s:");
         session_key.push_str(&opts.site_id);
@@ -287,7 +287,7 @@ impl Sdk {
         let config_url = transport::join(&endpoint, &config_url);
         let wall_module = if opts.wall.is_undefined() { JsValue::from_str(wall::MODULE) } else { opts.wall };
 
-        let sdk = Rc::new(Sdk {
+        let sdk: &'static Sdk = alloc::boxed::Box::leak(alloc::boxed::Box::new(Sdk {
             site_id: opts.site_id,
             endpoint,
             debug: opts.debug,
@@ -304,12 +304,12 @@ impl Sdk {
             walls: Cell::new(0),
             inflight: Slot::new(None),
             listener: task::listener(),
-        });
+        }));
         sdk.save_session();
-        *SDK.0.borrow_mut() = Some(sdk.clone());
-        dom::listen(&w, "pagehide", sdk.listener(), false);
-        let doc = dom::document()?;
-        dom::listen(&doc, "visibilitychange", sdk.listener(), false);
+        *SDK.0.borrow_mut() = Some(sdk);
+        if !dom::listen(sdk.listener()) {
+            return Err(Error::NoDom);
+        }
         sdk.spawn(Task::Start);
         Ok(())
     }
@@ -318,8 +318,8 @@ impl Sdk {
         &self.listener
     }
 
-    fn spawn(self: &Rc<Self>, t: Task) {
-        task::spawn(run(self.clone(), t), None);
+    fn spawn(&'static self, t: Task) {
+        task::spawn(run(self, t), None);
     }
 
     fn save_session(&self) {
@@ -336,7 +336,7 @@ impl Sdk {
     }
 
     /// Sends one event (in the background) and counts it as session activity.
-    fn emit(self: &Rc<Self>, event_type: &str, meta: Object) {
+    fn emit(&'static self, event_type: &str, meta: Object) {
         if self.forced_variant.is_some() {
             js::set(&meta, "forced_variant", &JsValue::TRUE);
         }
@@ -355,8 +355,8 @@ impl Sdk {
         self.wall_needs.borrow_mut().get_or_insert_with(|| wall::needs(&self.config_url, &self.wall_module)).clone()
     }
 
-    async fn show_when_loaded(self: &Rc<Self>, blocker: BlockerType, forced: bool) {
-        let Ok(needs) = task::settle(self.prefetch()).await else { return };
+    async fn show_when_loaded(&'static self, blocker: BlockerType, forced: bool) {
+        let needs = task::settle(self.prefetch()).await;
         let config = js::at(&needs, 0);
         if config.is_object() && self.config.borrow().is_none() {
             *self.config.borrow_mut() = Some(SiteConfig(config));
@@ -369,7 +369,7 @@ impl Sdk {
 
     /// Both probes at once: the requests run while the elements are watched.
     async fn detect(&self) -> Verdict {
-        probe::page_ready().await;
+        task::settle(dom::ready()).await;
         let request = transport::start_probe(&self.endpoint);
         let element = probe::elements().await;
         if element == detect::ElementProbe::Hidden {
@@ -380,17 +380,17 @@ impl Sdk {
     }
 
     /// One detection at a time: callers during a run share its promise.
-    fn check(self: &Rc<Self>) -> Promise {
+    fn check(&'static self) -> Promise {
         if let Some(p) = self.inflight.borrow().as_ref() {
             return p.clone();
         }
-        let p = task::spawn_promise(run(self.clone(), Task::Check));
+        let p = task::spawn_promise(run(self, Task::Check));
         // The task starts from a microtask, so it cannot clear this before it is set.
         self.inflight.replace(Some(p.clone()));
         p
     }
 
-    fn act(self: &Rc<Self>, v: Verdict, recheck: bool) {
+    fn act(&'static self, v: Verdict, recheck: bool) {
         if self.debug {
             web_sys::console::log_2(&JsValue::from_str("Postern verdict"), &verdict_object(v));
         }
@@ -465,7 +465,7 @@ impl Sdk {
         (i < variants.len()).then(|| variants.swap_remove(i))
     }
 
-    fn show_wall(self: &Rc<Self>, module: &JsValue, blocker: BlockerType, forced: bool) {
+    fn show_wall(&'static self, module: &JsValue, blocker: BlockerType, forced: bool) {
         if self.shown.borrow().is_some() {
             return;
         }
@@ -507,7 +507,7 @@ impl Sdk {
         }
     }
 
-    fn on_action(self: &Rc<Self>, a: Action) {
+    fn on_action(&'static self, a: Action) {
         let Some(variant) = self.shown_variant() else { return };
         match a {
             Action::Recheck => {

@@ -1,23 +1,30 @@
-//! The element probe and the page moments the SDK waits for.
+//! The element probe: the bait elements (one per bait set) and a control of
+//! neutral names are inserted side by side off screen and watched together.
 //!
-//! The bait elements (one per bait set) and a control of neutral names are
-//! inserted side by side off screen and watched together; `detect` decides
-//! from what each read saw.
+//! What each read means is decided here, by `detect`: the JS helper below
+//! only inserts, reads and removes the elements, on the browser's timer, and
+//! looks each read up in the table `detect` fills in. Waiting in JS costs no
+//! Rust state machine per poll.
 
+use alloc::string::String;
+
+use js_sys::Promise;
 use wasm_bindgen::prelude::*;
-use web_sys::HtmlElement;
 
 use crate::detect::{bait, element_end, element_read, ElementProbe, ElementRead, ELEMENT_POLL_MS, ELEMENT_WINDOW_MS};
-use crate::{dom, js};
 
-// The DOM work of the probe in one JS call each, not a web-sys import per
-// property: fewer bytes in the wasm and its glue. The element is styled
-// through CSSOM, not a `style` attribute: a page whose CSP has `style-src
-// 'self'` refuses the attribute, and an unstyled empty element would measure
-// as hidden. Off screen, but laid out at an ad slot's size, so it is
-// measurable. A hidden element has no offset parent (`display: none` on it or
-// an ancestor, or removed, which `isConnected` tells apart) or no size.
-#[wasm_bindgen(inline_js = "export function bait(s) {
+// The element is styled through CSSOM, not a `style` attribute: a page whose
+// CSP has `style-src 'self'` refuses the attribute, and an unstyled empty
+// element would measure as hidden. Off screen, but laid out at an ad slot's
+// size, so it is measurable. A hidden element has no offset parent
+// (`display: none` on it or an ancestor, or removed, which `isConnected`
+// tells apart) or no size. A read is `hidden a | hidden b << 1 | control
+// hidden << 2 | all connected << 3`; `t[read]` ends the watch unless it is
+// 0, and after `n` reads `t[16 + read]` does. Without a body (the insertion
+// throws) nothing is measured: 3.
+#[wasm_bindgen(inline_js = "const hidden = (e) =>
+  !e.offsetParent || !e.offsetHeight || !e.offsetWidth || (e = getComputedStyle(e)).display == 'none' || e.visibility == 'hidden';
+function bait(s) {
   const [t, c, i, w, h] = s.split('|'), e = document.createElement(t);
   e.className = c;
   e.id = i;
@@ -25,18 +32,48 @@ use crate::{dom, js};
   Object.assign(e.style, { position: 'absolute', left: '-10000px', top: '-10000px', width: w, height: h });
   return document.body.appendChild(e);
 }
-export function hidden(e) {
-  return !e.offsetParent || !e.offsetHeight || !e.offsetWidth || (e = getComputedStyle(e)).display == 'none' || e.visibility == 'hidden';
+export function watch(a, b, c, t, n, ms) {
+  let e, i = 0;
+  try {
+    e = [a, b, c].map(bait);
+  } catch {
+    return Promise.resolve(3);
+  }
+  return new Promise(function read(r) {
+    const m = hidden(e[0]) | (hidden(e[1]) << 1) | (hidden(e[2]) << 2) | (e.every((x) => x.isConnected) << 3),
+      v = +t[m] || (i++ == n ? +t[16 + m] : 0);
+    if (v) {
+      e.map((x) => x.remove());
+      r(v);
+    } else setTimeout(() => read(r), ms);
+  });
 }")]
 extern "C" {
-    /// Appends a bait element to the body (throws without a body).
-    #[wasm_bindgen(catch, js_name = bait)]
-    fn add(spec: &str) -> Result<HtmlElement, JsValue>;
-    /// Hidden, collapsed or out of the layout. `catch` though it cannot
-    /// throw: the glue then calls it through a wrapper rather than handing
-    /// the wasm the snippet's whole module namespace, which costs more bytes.
-    #[wasm_bindgen(catch)]
-    fn hidden(el: &HtmlElement) -> Result<bool, JsValue>;
+    /// Resolves to the code of the `ElementProbe` (see `code`).
+    fn watch(a: &str, b: &str, control: &str, table: &str, reads: u32, ms: u32) -> Promise;
+}
+
+/// The helper's code of a verdict; 0 is "keep watching".
+fn code(p: Option<ElementProbe>) -> char {
+    match p {
+        None => '0',
+        Some(ElementProbe::Hidden) => '1',
+        Some(ElementProbe::Visible) => '2',
+        Some(ElementProbe::Unmeasured) => '3',
+    }
+}
+
+/// What each of the 16 possible reads decides (`element_read`), then what
+/// each decides as the last read of the window (`element_end`).
+fn table() -> String {
+    let mut t = String::with_capacity(32);
+    for end in [false, true] {
+        for m in 0..16u8 {
+            let r = ElementRead { hidden: [m & 1 != 0, m & 2 != 0], control_hidden: m & 4 != 0, connected: m & 8 != 0 };
+            t.push(code(if end { Some(element_end(r)) } else { element_read(r) }));
+        }
+    }
+    t
 }
 
 /// Inserts the bait elements and their control and watches them for
@@ -44,60 +81,32 @@ extern "C" {
 /// clock: the page's clock may jump, and a throttled background tab only
 /// makes the window longer.
 pub async fn elements() -> ElementProbe {
-    let Ok(els) = insert() else { return ElementProbe::Unmeasured };
-    let mut verdict = ElementProbe::Unmeasured;
-    for n in 0..=ELEMENT_WINDOW_MS / ELEMENT_POLL_MS {
-        if n > 0 {
-            dom::sleep(ELEMENT_POLL_MS).await;
-        }
-        let r = read(&els);
-        if let Some(v) = element_read(r) {
-            verdict = v;
-            break;
-        }
-        if n == ELEMENT_WINDOW_MS / ELEMENT_POLL_MS {
-            verdict = element_end(r);
-        }
-    }
-    for el in &els {
-        el.remove();
-    }
-    verdict
-}
-
-/// The bait elements in set order, then the control.
-fn insert() -> Result<[HtmlElement; 3], JsValue> {
     let [a, b] = &bait::ELEMENTS;
-    Ok([add(a.spec)?, add(b.spec)?, add(bait::CONTROL_ELEMENT.spec)?])
-}
-
-fn read([a, b, control]: &[HtmlElement; 3]) -> ElementRead {
-    ElementRead {
-        hidden: [is_hidden(a), is_hidden(b)],
-        control_hidden: is_hidden(control),
-        connected: a.is_connected() && b.is_connected() && control.is_connected(),
+    let p = watch(a.spec, b.spec, bait::CONTROL_ELEMENT.spec, &table(), ELEMENT_WINDOW_MS / ELEMENT_POLL_MS, ELEMENT_POLL_MS);
+    match crate::task::settle(p).await.as_f64() {
+        Some(1.0) => ElementProbe::Hidden,
+        Some(2.0) => ElementProbe::Visible,
+        _ => ElementProbe::Unmeasured,
     }
 }
 
-fn is_hidden(el: &HtmlElement) -> bool {
-    hidden(el).unwrap_or(true)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Waits until the page may be probed: a prerendered page is not seen by
-/// anyone until it is activated, and nothing is fetched before `load`, so
-/// the SDK never competes with the page's own start.
-pub async fn page_ready() {
-    let Ok(doc) = dom::document() else { return };
-    if js::prop(&doc, "prerendering").as_bool() == Some(true) {
-        let _ = crate::task::park(|resolve| dom::listen(&doc, "prerenderingchange", resolve, false)).await;
+    #[test]
+    fn the_table_holds_what_each_read_decides() {
+        let t = table();
+        assert_eq!(t.len(), 32);
+        // Both sets hidden, the control shown, all connected: hidden at once.
+        assert_eq!(&t[0b1011..0b1100], "1");
+        // Nothing hidden: keep watching, visible at the end of the window.
+        assert_eq!(&t[0b1000..0b1001], "0");
+        assert_eq!(&t[16 + 0b1000..16 + 0b1001], "2");
+        // One set hidden: keep watching, unmeasured at the end.
+        assert_eq!(&t[0b1001..0b1010], "0");
+        assert_eq!(&t[16 + 0b1001..16 + 0b1010], "3");
+        // Removed from the page: unmeasured at once.
+        assert_eq!(&t[0b0011..0b0100], "3");
     }
-    if js::prop_str(&doc, "readyState") != "complete" {
-        let Ok(w) = dom::window() else { return };
-        let _ = crate::task::park(|resolve| dom::listen(&w, "load", resolve, false)).await;
-    }
-}
-
-/// `navigator.onLine`: false means the browser knows it is offline.
-pub fn online() -> bool {
-    dom::window().is_ok_and(|w| js::prop(&js::prop(&w, "navigator"), "onLine").as_bool() != Some(false))
 }

@@ -1,9 +1,8 @@
 //! The SDK's own executor, in place of wasm-bindgen-futures (its queue,
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
-//! only ever waits for one thing at a time (`settle`, `park`), so that thing
-//! itself resumes the job: a promise, a timer or an event calls the one Rust
-//! callback `wake`, bound to the job's number; no waker is needed and none
-//! is used.
+//! only ever waits for one promise at a time (`settle`), so that promise
+//! itself resumes the job: it calls the one Rust callback `wake`, bound to
+//! the job's number (its address); no waker is needed and none is used.
 //!
 //! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
 //! the DOM event listener (`listener`), bound to `RESOLVER` the executor of
@@ -11,7 +10,6 @@
 //! an export, shims and glue.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 use core::cell::Cell;
 use core::future::Future;
 use core::pin::Pin;
@@ -25,38 +23,37 @@ use crate::Slot;
 
 type Job = Pin<Box<dyn Future<Output = JsValue>>>;
 
-enum Entry {
-    Free,
-    /// Being polled: taken out, its number not yet reusable.
-    Polling,
-    /// Waiting for a promise; `resolve` settles the job's own promise, if any.
-    Parked(Job, Option<Function>),
+/// A job waiting for a promise; `resolve` settles the job's own promise, if
+/// any. Its number is its address: boxed, it stays put while it waits, and
+/// the one call of `wake` its promise makes takes it back.
+struct Parked {
+    job: Job,
+    resolve: Option<Function>,
 }
 
 struct Exec {
-    jobs: Slot<Vec<Entry>>,
     /// The job being polled, so a `settle` knows whom its promise resumes.
     current: Cell<u32>,
-    /// What the promise that resumed the current job settled to.
-    settled: Slot<Option<Result<JsValue, JsValue>>>,
+    /// What the promise that resumed the current job resolved to.
+    settled: Slot<Option<JsValue>>,
     /// The resolve function `new Promise` just handed to `wake`.
     resolver: Slot<Option<Function>>,
     /// `Fn`, not `FnMut`: `wake` is re-entered when a job makes a promise.
-    wake: Slot<Option<Closure<dyn Fn(u32, bool, JsValue)>>>,
+    wake: Slot<Option<Closure<dyn Fn(u32, JsValue)>>>,
 }
 
 // SAFETY: wasm32 without the `atomics` feature runs on one thread only.
 unsafe impl Sync for Exec {}
 
 static EXEC: Exec = Exec {
-    jobs: Slot::new(Vec::new()),
     current: Cell::new(0),
     settled: Slot::new(None),
     resolver: Slot::new(None),
     wake: Slot::new(None),
 };
 
-/// `wake`'s first argument when it is not a job: a DOM event…
+/// `wake`'s first argument when it is not a job (never a job's address,
+/// which is a multiple of 4): a DOM event…
 const EVENT: u32 = u32::MAX;
 /// …or the resolve function of a promise being made.
 const RESOLVER: u32 = u32::MAX - 1;
@@ -67,7 +64,7 @@ extern "C" {
     /// takes Rust closures).
     type Thenable;
     #[wasm_bindgen(method)]
-    fn then(this: &Thenable, fulfilled: &Function, rejected: &Function);
+    fn then(this: &Thenable, fulfilled: &Function);
 
     /// `new Promise(executor)` with a plain function (js-sys's takes a Rust closure).
     #[wasm_bindgen(js_name = Promise)]
@@ -76,105 +73,86 @@ extern "C" {
     fn new(executor: &Function) -> PromiseClass;
 }
 
-/// `wake` bound to a job (or `EVENT`, `RESOLVER`) and an outcome, as a JS function of the value.
-fn resumer(job: u32, ok: bool) -> Function {
+/// `wake` bound to a job (or `EVENT`, `RESOLVER`), as a JS function of the value.
+fn resumer(job: u32) -> Function {
     let mut w = EXEC.wake.borrow_mut();
     let w = w.get_or_insert_with(|| Closure::new(wake));
     let f: &Function = w.as_ref().unchecked_ref();
-    f.bind2(&JsValue::NULL, &JsValue::from_f64(f64::from(job)), &JsValue::from_bool(ok)).unchecked_into()
+    f.bind1(&JsValue::NULL, &JsValue::from_f64(f64::from(job))).unchecked_into()
 }
 
 /// The DOM event listener: calls `crate::on_event`. Make it once and keep
 /// it, so that it can be removed again.
 pub fn listener() -> Function {
-    resumer(EVENT, true)
+    resumer(EVENT)
 }
 
-/// Resumes job `job` once `p` settles.
+/// Resumes job `job` once `p` resolves. The SDK only awaits promises that
+/// never reject: its JS helpers take every failure as a value.
 fn resume_on(p: &Promise, job: u32) {
-    p.unchecked_ref::<Thenable>().then(&resumer(job, true), &resumer(job, false));
+    p.unchecked_ref::<Thenable>().then(&resumer(job));
 }
 
 /// Runs `job` from a microtask (never inside its caller); with `resolve`,
 /// calls it with the job's output.
 pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Function>) {
-    let job: Job = Box::pin(job);
-    let n = {
-        let mut jobs = EXEC.jobs.borrow_mut();
-        let entry = Entry::Parked(job, resolve);
-        match jobs.iter_mut().enumerate().find(|(_, e)| matches!(e, Entry::Free)) {
-            Some((n, free)) => {
-                *free = entry;
-                n
-            }
-            None => {
-                jobs.push(entry);
-                jobs.len() - 1
-            }
-        }
-    };
-    resume_on(&Promise::resolve(&JsValue::UNDEFINED), n as u32);
+    let parked = Box::into_raw(Box::new(Parked { job: Box::pin(job), resolve }));
+    resume_on(&Promise::resolve(&JsValue::UNDEFINED), parked as u32);
 }
 
 /// Like `spawn`, and a promise of the job's output.
 pub fn spawn_promise(job: impl Future<Output = JsValue> + 'static) -> Promise {
-    // The executor runs at once: `wake(RESOLVER, true, resolve, reject)`.
-    let p: Promise = PromiseClass::new(&resumer(RESOLVER, true)).unchecked_into();
+    // The executor runs at once: `wake(RESOLVER, resolve, reject)`.
+    let p: Promise = PromiseClass::new(&resumer(RESOLVER)).unchecked_into();
     spawn(job, EXEC.resolver.replace(None));
     p
 }
 
-fn wake(job: u32, ok: bool, value: JsValue) {
+fn wake(job: u32, value: JsValue) {
     match job {
         EVENT => return crate::on_event(value.unchecked_into()),
         RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),
         _ => {}
     }
-    let n = job as usize;
-    let taken = EXEC.jobs.borrow_mut().get_mut(n).map(|e| core::mem::replace(e, Entry::Polling));
-    let Some(Entry::Parked(mut fut, resolve)) = taken else { return };
-    EXEC.settled.replace(Some(if ok { Ok(value) } else { Err(value) }));
+    // SAFETY: `job` is the address `spawn` leaked, handed back once: a job
+    // waits for one promise at a time (`Settle`), whose `then` calls one of
+    // its two resumers once, and only a pending job is leaked again.
+    let mut parked = unsafe { Box::from_raw(job as usize as *mut Parked) };
+    EXEC.settled.replace(Some(value));
     EXEC.current.set(job);
-    let entry = match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
-            if let Some(r) = resolve {
-                crate::js::dom(&r).call1(&JsValue::UNDEFINED, &v);
+            if let Some(r) = &parked.resolve {
+                crate::js::dom(r).call1(&JsValue::UNDEFINED, &v);
             }
-            Entry::Free
         }
-        Poll::Pending => Entry::Parked(fut, resolve),
-    };
-    // The job's entry is still there (`Polling`): entries are never removed.
-    if let Some(e) = EXEC.jobs.borrow_mut().get_mut(n) {
-        *e = entry;
+        Poll::Pending => {
+            let _ = Box::into_raw(parked);
+        }
     }
 }
 
-/// Waits for a promise: its value, or what it was rejected with.
-pub fn settle(p: Promise) -> Park<impl FnOnce(u32) + Unpin> {
-    Park(Some(move |job| resume_on(&p, job)))
+/// Waits for a promise that never rejects: its value. Every
+/// wait of the SDK is a promise (timers and page events are made promises
+/// by the JS helpers), so there is one future type to poll.
+pub fn settle(p: Promise) -> Settle {
+    Settle(Some(p))
 }
 
-/// Waits until the function `schedule` is given is called (once: by a
-/// timer, an idle callback, an event), for what it was called with.
-pub fn park(schedule: impl FnOnce(&Function) + Unpin) -> Park<impl FnOnce(u32) + Unpin> {
-    Park(Some(move |job| schedule(&resumer(job, true))))
-}
+/// A job waiting for its promise; polled again only once `wake` has it.
+pub struct Settle(Option<Promise>);
 
-/// A job waiting for one call of its `wake`; `F` arranges that call.
-pub struct Park<F>(Option<F>);
-
-impl<F: FnOnce(u32) + Unpin> Future for Park<F> {
-    type Output = Result<JsValue, JsValue>;
+impl Future for Settle {
+    type Output = JsValue;
 
     fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
         match self.0.take() {
-            Some(schedule) => {
-                schedule(EXEC.current.get());
+            Some(p) => {
+                resume_on(&p, EXEC.current.get());
                 Poll::Pending
             }
             // Polled again: only the `wake` it arranged polls this job.
-            None => Poll::Ready(EXEC.settled.replace(None).unwrap_or(Err(JsValue::UNDEFINED))),
+            None => Poll::Ready(EXEC.settled.replace(None).unwrap_or(JsValue::UNDEFINED)),
         }
     }
 }

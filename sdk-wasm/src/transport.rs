@@ -14,14 +14,12 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use js_sys::{Array, Object, Promise};
+use js_sys::{Object, Promise};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use web_sys::{AbortSignal, Response};
 
 use crate::detect::{bait, request_probe, RequestProbe, REQUEST_TIMEOUT_MS};
 use crate::session::{cut, parse_u64, push_u64};
-use crate::{dom, js, probe};
+use crate::{dom, js};
 
 /// Where failed sends wait for a later page: a first line `~NEXT BACKOFF`
 /// (the time before which nothing is resent, and the last wait, in ms),
@@ -88,33 +86,20 @@ pub fn page_url(href: &str, keep_utm: bool) -> String {
     url
 }
 
-/// A request without cookies; with a body it is a `text/plain` POST that
-/// outlives the page (`keepalive`). A plain object: web-sys's `RequestInit`
-/// setters would each be one more import.
-fn request(body: Option<&JsValue>) -> Object {
-    let init = Object::new();
-    js::set_str(&init, "credentials", "omit");
-    if let Some(b) = body {
-        js::set_str(&init, "method", "POST");
-        js::set(&init, "body", b);
-        js::set(&init, "keepalive", &JsValue::TRUE);
-    }
-    init
-}
-
-/// `fetch`, its failure (offline, blocked) taken as a value at once: a
-/// rejection that nothing handles yet is logged by the browser as an error
-/// of the page. Resolves to `[{status, value}]`; see `response`.
-fn fetch(url: &str, init: &Object) -> Option<Promise> {
-    let p = dom::window().ok()?.fetch_with_str_and_init(url, init.unchecked_ref());
-    Some(Promise::all_settled(&Array::of1(&p)))
-}
-
-/// The `Response` of a request started by `fetch`, `None` when it failed.
-pub async fn response(request: Promise) -> Option<Response> {
-    let settled = crate::task::settle(request).await.ok()?;
-    let value = js::get(&js::at(&settled, 0), "value");
-    value.is_object().then(|| value.unchecked_into())
+// Events go out as a `text/plain` POST without cookies that outlives the
+// page (`keepalive`). `post` resolves to the answer's status, 0 when the
+// request failed (offline, blocked): its failure is taken as a value at
+// once, since a rejection that nothing handles yet is logged by the browser
+// as an error of the page. `beacon` hands the body to `sendBeacon` when
+// `same` (the page's own origin) and falls back on `post`.
+#[wasm_bindgen(inline_js = "export const post = (u, b) =>
+  fetch(u, { credentials: 'omit', method: 'POST', body: b, keepalive: true }).then((r) => r.status, () => 0);
+export function beacon(u, b, same) {
+  (same && navigator.sendBeacon(u, b)) || post(u, b);
+}")]
+extern "C" {
+    fn post(url: &str, body: &JsValue) -> Promise;
+    fn beacon(url: &str, body: &str, same_origin: bool);
 }
 
 /// Sends one event queued at `queued_at` (now, for a new one); on a
@@ -122,10 +107,8 @@ pub async fn response(request: Promise) -> Option<Response> {
 /// server error) it joins the queue and the backoff grows. A 4xx is the
 /// collector refusing the event itself: resending cannot help.
 pub async fn send(endpoint: &str, body: JsValue, queued_at: f64) {
-    let retry = match fetch(&join(endpoint, EVENTS_PATH), &request(Some(&body))) {
-        Some(p) => response(p).await.is_none_or(|r| matches!(r.status(), 429 | 500..=599)),
-        None => true,
-    };
+    let status = crate::task::settle(post(&join(endpoint, EVENTS_PATH), &body)).await;
+    let retry = matches!(status.as_f64().unwrap_or(0.0) as u16, 0 | 429 | 500..=599);
     let stored = dom::load(QUEUE_KEY).unwrap_or_default();
     let body = body.as_string().unwrap_or_default();
     let mut q = Queue::parse(&stored);
@@ -254,74 +237,55 @@ pub fn take_queue(f: &mut dyn FnMut(&str, f64)) {
 /// third-party beacons (`$ping,third-party`), and keepalive fetch outlives
 /// the page just as well.
 pub fn flush_on_exit(endpoint: &str) {
-    let Ok(w) = dom::window() else { return };
+    // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
     let same_origin = origin(endpoint) == dom::location_str("origin");
     let url = join(endpoint, EVENTS_PATH);
-    take_queue(&mut |body, _| {
-        // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
-        let beaconed = same_origin && js::dom(&w.navigator()).send_beacon(&url, body);
-        if !beaconed {
-            let _ = fetch(&url, &request(Some(&JsValue::from_str(body))));
-        }
-    });
+    take_queue(&mut |body, _| beacon(&url, body, same_origin));
 }
 
-// A probe request and its body in one Promise, so the wasm awaits once per
-// request: `[status, body]`, `0` when the body could not be read, `null`
-// when the request failed (refused, or aborted by its timeout).
-#[wasm_bindgen(inline_js = "export function probe(u, o) {
-  return fetch(u, o).then((r) => r.text().then((t) => [r.status, t], () => 0), () => null);
+// The probe requests (the bait sets', then the control's) at the same time,
+// each with a fresh nonce and past the HTTP cache (a cached answer would say
+// the collector is reachable when it is not); they give up after `ms` by
+// themselves (`AbortSignal.timeout`, no Rust timer). Each resolves to
+// `[status, body, nonce]`, `null` when the browser refused it, or
+// undefined when it timed out or its body could not be read.
+#[wasm_bindgen(inline_js = "export function probes(base, a, b, c, ms) {
+  const s = AbortSignal.timeout(ms);
+  return Promise.all(
+    [a, b, c].map((p) => {
+      const n = crypto.getRandomValues(new Uint32Array(2)).join('x');
+      return fetch(base + p + '?n=' + n, { credentials: 'omit', cache: 'no-store', signal: s }).then(
+        (r) => r.text().then((t) => [r.status, t, n], () => {}),
+        () => (s.aborted ? undefined : null),
+      );
+    }),
+  );
 }")]
 extern "C" {
-    #[wasm_bindgen(js_name = probe)]
-    fn probe_request(url: &str, init: &Object) -> Promise;
+    fn probes(base: &str, a: &str, b: &str, control: &str, ms: u32) -> Promise;
 }
 
-/// The probe requests in flight (the bait sets', then the control's), each
-/// with its nonce.
-pub struct Probe {
-    requests: [(Promise, String); 3],
-    signal: AbortSignal,
-}
-
-/// Requests the bait scripts and the control at the same time, each with a
-/// fresh nonce and past the HTTP cache (a cached answer would say the
-/// collector is reachable when it is not); they give up after
-/// `REQUEST_TIMEOUT_MS` by themselves (`AbortSignal.timeout`, no Rust timer).
-pub fn start_probe(endpoint: &str) -> Probe {
-    let signal = AbortSignal::timeout_with_u32(REQUEST_TIMEOUT_MS);
+/// Requests the bait scripts and the control, all at once.
+pub fn start_probe(endpoint: &str) -> Promise {
     let [a, b] = bait::PATHS;
-    let requests = [a, b, bait::CONTROL_PATH].map(|path| {
-        let mut nonce = String::with_capacity(16);
-        for b in dom::random_bytes::<8>() {
-            dom::push_hex(&mut nonce, b);
-        }
-        let mut url = join(endpoint, path);
-        url.push_str("?n=");
-        url.push_str(&nonce);
-        let init = request(None);
-        js::set_str(&init, "cache", "no-store");
-        js::set(&init, "signal", &signal);
-        (probe_request(&url, &init), nonce)
-    });
-    Probe { requests, signal }
+    probes(origin(endpoint), a, b, bait::CONTROL_PATH, REQUEST_TIMEOUT_MS)
 }
 
-/// What became of the probe requests, together (see `detect::requests`).
-/// One loop, not three calls: each awaited call would be a copy in the wasm.
-pub async fn finish_probe(probe: Probe) -> RequestProbe {
-    let mut seen = [RequestProbe::Undecided; 3];
-    for (slot, (answer, nonce)) in seen.iter_mut().zip(probe.requests) {
-        let answer = crate::task::settle(answer).await.unwrap_or(JsValue::NULL);
-        *slot = if answer.is_null() {
-            if probe.signal.aborted() { RequestProbe::Undecided } else { RequestProbe::Blocked }
-        } else {
-            let status = js::at(&answer, 0).as_f64().unwrap_or(0.0) as u16;
-            js::at(&answer, 1).as_string().map_or(RequestProbe::Undecided, |t| request_probe(status, &t, &nonce))
-        };
-    }
-    let [a, b, control] = seen;
-    crate::detect::requests([a, b], control, probe::online())
+/// What became of the probe requests, together (see `detect::requests`):
+/// the nonce each answer must carry is checked here.
+pub async fn finish_probe(probe: Promise) -> RequestProbe {
+    let answers = crate::task::settle(probe).await;
+    let [a, b, control] = [0, 1, 2].map(|i| {
+        let answer = js::at(&answers, i);
+        if answer.is_null() {
+            return RequestProbe::Blocked;
+        }
+        match (js::at(&answer, 1).as_string(), js::at(&answer, 2).as_string()) {
+            (Some(body), Some(nonce)) => request_probe(js::at(&answer, 0).as_f64().unwrap_or(0.0) as u16, &body, &nonce),
+            _ => RequestProbe::Undecided,
+        }
+    });
+    crate::detect::requests([a, b], control, dom::online())
 }
 
 #[cfg(test)]

@@ -73,8 +73,9 @@ extern "C" {
 
     /// The wall module's namespace.
     pub type Module;
-    #[wasm_bindgen(method, catch)]
-    fn show(this: &Module, options: &Object, send: &Function) -> core::result::Result<Handle, JsValue>;
+    /// Undefined when the page refused it (the module catches what threw).
+    #[wasm_bindgen(method)]
+    fn show(this: &Module, options: &Object, send: &Function) -> Option<Handle>;
 
     /// A wall on screen, as the module returns it.
     type Handle;
@@ -100,7 +101,7 @@ impl Wall {
     /// Shows the wall of `kind` with the allow-listing steps for `blocker`,
     /// the texts of the variant (`texts`, its JS object from the config) and
     /// the site's (`site`: the config's `wall`, for the link and colours);
-    /// `listener` receives its controls' use. `None` when the module threw.
+    /// `listener` receives its controls' use. `None` when the page refused it.
     pub fn show(module: &JsValue, kind: Kind, blocker: BlockerType, texts: &JsValue, site: &JsValue, listener: &Function) -> Option<Wall> {
         let o = Object::new();
         js::set_str(&o, "kind", kind_name(kind));
@@ -108,7 +109,7 @@ impl Wall {
         js::set(&o, "variant", texts);
         js::set(&o, "wall", site);
         let module: &Module = module.unchecked_ref();
-        module.show(&o, listener).ok().map(Wall)
+        module.show(&o, listener).map(Wall)
     }
 
     /// A line under the texts (e.g. "still blocked" after a re-check).

@@ -96,6 +96,8 @@ function exportSection(start, end) {
   return Buffer.concat([Buffer.from([7]), leb(section.length), section]);
 }
 
+/** Snippet modules the wasm imports from directly, and their short names. */
+const snippets = new Map();
 const out = [wasm.subarray(0, 8)];
 let pos = 8;
 let renamed = 0;
@@ -124,7 +126,12 @@ while (pos < wasm.length) {
     const field = wasm.toString('utf8', p, p + len);
     p += len;
     const descEnd = skipDesc(wasm, p);
-    if (mod === MODULE) {
+    if (mod.startsWith('./snippets/')) {
+      // A snippet's function the wasm calls directly: the module gets a short
+      // name (the glue's key for the snippet's namespace), the function keeps its own.
+      if (!snippets.has(mod)) snippets.set(mod, `${snippets.size}`);
+      body.push(name(snippets.get(mod)), name(field));
+    } else if (mod === MODULE) {
       const short = shortName(renamed++);
       // The key of the import's function in the glue, exactly once.
       const key = new RegExp(`\\n(\\s+)${field}: function`, 'g');
@@ -143,6 +150,15 @@ while (pos < wasm.length) {
   pos = end;
 }
 glue = glue.replace(moduleName[0], `\n        ${NEW_MODULE}: import0,\n`);
+// wasm-bindgen writes the key of a snippet's namespace once per function
+// imported from it (the same module each time): one key is kept, renamed.
+for (const [mod, short] of snippets) {
+  const key = new RegExp(`\\n\\s+"${mod.replace(/[.]/g, '\\.')}": (import\\d+),`, 'g');
+  const keys = [...glue.matchAll(key)];
+  if (!keys.length) throw new Error(`the glue has no key for ${mod}`);
+  glue = glue.replace(key, '');
+  glue = glue.replace(`\n        ${NEW_MODULE}: import0,\n`, `\n        ${NEW_MODULE}: import0,\n        "${short}": ${keys[0][1]},\n`);
+}
 fs.writeFileSync(wasmPath, Buffer.concat(out));
 fs.writeFileSync(gluePath, glue);
 console.error(`short-imports: ${renamed} imports and the exports renamed`);
