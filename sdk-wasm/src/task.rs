@@ -2,7 +2,7 @@
 //! wakers and two closures per awaited promise weighed ~3 KB gzip). A job
 //! only ever waits for one promise at a time (`settle`), so that promise
 //! itself resumes the job: it calls the one Rust callback `wake`, bound to
-//! the job's number (its address); no waker is needed and none is used.
+//! the job's number (its slot in a table); no waker is needed and none is used.
 //!
 //! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
 //! the DOM event listener (`listener`), bound to `RESOLVER` the executor of
@@ -24,14 +24,17 @@ use crate::Slot;
 type Job = Pin<Box<dyn Future<Output = JsValue>>>;
 
 /// A job waiting for a promise; `resolve` settles the job's own promise, if
-/// any. Its number is its address: boxed, it stays put while it waits, and
-/// the one call of `wake` its promise makes takes it back.
+/// any. Its number is its slot in `Exec::jobs`, which the one call of `wake`
+/// its promise makes empties while the job runs. A table rather than the
+/// job's address (200 B smaller) so that no value from JS is ever taken for
+/// a pointer.
 struct Parked {
     job: Job,
     resolve: Option<Function>,
 }
 
 struct Exec {
+    jobs: Slot<alloc::vec::Vec<Option<Parked>>>,
     /// The job being polled, so a `settle` knows whom its promise resumes.
     current: Cell<u32>,
     /// What the promise that resumed the current job resolved to.
@@ -46,14 +49,15 @@ struct Exec {
 unsafe impl Sync for Exec {}
 
 static EXEC: Exec = Exec {
+    jobs: Slot::new(alloc::vec::Vec::new()),
     current: Cell::new(0),
     settled: Slot::new(None),
     resolver: Slot::new(None),
     wake: Slot::new(None),
 };
 
-/// `wake`'s first argument when it is not a job (never a job's address,
-/// which is a multiple of 4): a DOM event…
+/// `wake`'s first argument when it is not a job (never a slot: there are a
+/// handful): a DOM event…
 const EVENT: u32 = u32::MAX;
 /// …or the resolve function of a promise being made.
 const RESOLVER: u32 = u32::MAX - 1;
@@ -96,8 +100,20 @@ fn resume_on(p: &Promise, job: u32) {
 /// Runs `job` from a microtask (never inside its caller); with `resolve`,
 /// calls it with the job's output.
 pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Function>) {
-    let parked = Box::into_raw(Box::new(Parked { job: Box::pin(job), resolve }));
-    resume_on(&Promise::resolve(&JsValue::UNDEFINED), parked as u32);
+    let parked = Some(Parked { job: Box::pin(job), resolve });
+    let mut jobs = EXEC.jobs.borrow_mut();
+    let n = match jobs.iter().position(Option::is_none) {
+        Some(free) => {
+            jobs[free] = parked;
+            free
+        }
+        None => {
+            jobs.push(parked);
+            jobs.len() - 1
+        }
+    };
+    drop(jobs);
+    resume_on(&Promise::resolve(&JsValue::UNDEFINED), n as u32);
 }
 
 /// Like `spawn`, and a promise of the job's output.
@@ -114,10 +130,8 @@ fn wake(job: u32, value: JsValue) {
         RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),
         _ => {}
     }
-    // SAFETY: `job` is the address `spawn` leaked, handed back once: a job
-    // waits for one promise at a time (`Settle`), whose `then` calls one of
-    // its two resumers once, and only a pending job is leaked again.
-    let mut parked = unsafe { Box::from_raw(job as usize as *mut Parked) };
+    // Taken out while it runs (it may spawn jobs); a call for no waiting job does nothing.
+    let Some(mut parked) = EXEC.jobs.borrow_mut().get_mut(job as usize).and_then(Option::take) else { return };
     EXEC.settled.replace(Some(value));
     EXEC.current.set(job);
     match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -126,9 +140,7 @@ fn wake(job: u32, value: JsValue) {
                 crate::js::dom(r).call1(&JsValue::UNDEFINED, &v);
             }
         }
-        Poll::Pending => {
-            let _ = Box::into_raw(parked);
-        }
+        Poll::Pending => EXEC.jobs.borrow_mut()[job as usize] = Some(parked),
     }
 }
 
