@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Durable ingestion on PostgreSQL beside SQLite, in the same minutes: one
+# collector on a SQLite file, one on a PostgreSQL database, and three on one
+# PostgreSQL database (each under a wrk of its own with a third of the
+# connections, their rates summed, the worst p99 kept). Run by
+# `scripts/bench pg` inside scripts/with-postgres, which names the cluster in
+# POSTERN_TEST_POSTGRES. BIN is the directory of a release postern.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${POSTERN_TEST_POSTGRES:?run this under scripts/with-postgres}"
+BIN=${BIN:-target/release}
+RUNS=${BENCH_RUNS:-3}
+SECS=${BENCH_SECONDS:-10}
+CONNS=64
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() { for p in "${PIDS[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+# shellcheck source=bench/lib.sh
+source bench/lib.sh
+
+new_database() {  # NAME : prints the URL of a new, empty database
+  psql -X -q "$POSTERN_TEST_POSTGRES/postgres" -c "CREATE DATABASE $1" >/dev/null
+  echo "$POSTERN_TEST_POSTGRES/$1"
+}
+
+# one NAME DB : a collector on DB, a warm-up, RUNS runs; prints "rps p99" medians.
+one() {
+  new_store "$2"
+  start "$1" "$BIN/postern" serve --db "$2" --listen 127.0.0.1:0 --rate-limit-ingest 0
+  load "$URL" >/dev/null
+  : >"$WORK/$1.txt"
+  for _ in $(seq "$RUNS"); do load "$URL" >>"$WORK/$1.txt"; done
+  kill -TERM "$PID"; wait "$PID" 2>/dev/null || true
+  echo "$(cut -d' ' -f1 "$WORK/$1.txt" | median) $(cut -d' ' -f3 "$WORK/$1.txt" | median) $(awk '{s += $5} END {print s}' "$WORK/$1.txt")"
+}
+
+echo "# Postern on PostgreSQL, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(psql -X -At "$POSTERN_TEST_POSTGRES/postgres" -c 'SHOW server_version'), wrk -c$CONNS -d${SECS}s, 1 warm-up + $RUNS runs each"
+read -r rps p99 non2xx < <(one lite "$WORK/lite.db")
+echo "SQLite, one node                rps=$rps p99_ms=$p99 non2xx=$non2xx"
+read -r rps p99 non2xx < <(one pg1 "$(new_database bench_one)")
+echo "PostgreSQL, one node            rps=$rps p99_ms=$p99 non2xx=$non2xx"
+
+# Three nodes on one database, the connections split between them.
+DB=$(new_database bench_three)
+new_store "$DB"
+URLS=()
+NODES=()
+for n in 1 2 3; do
+  start "node$n" "$BIN/postern" serve --db "$DB" --listen 127.0.0.1:0 --rate-limit-ingest 0
+  URLS+=("$URL"); NODES+=("$PID")
+done
+CONNS=21
+three() {  # prints "summed_rps worst_p99 non2xx" of one run of three wrk at once
+  local loads=()
+  for n in 0 1 2; do
+    load "${URLS[$n]}" >"$WORK/three.$n" &
+    loads+=("$!")
+  done
+  wait "${loads[@]}"
+  cat "$WORK"/three.? | awk '{r += $1; if ($3 > p) p = $3; e += $5} END {printf "%.0f %s %d\n", r, p, e}'
+}
+three >/dev/null
+: >"$WORK/three.txt"
+for _ in $(seq "$RUNS"); do three >>"$WORK/three.txt"; done
+echo "PostgreSQL, three nodes         rps=$(cut -d' ' -f1 "$WORK/three.txt" | median) p99_ms=$(cut -d' ' -f2 "$WORK/three.txt" | median) non2xx=$(awk '{s += $3} END {print s}' "$WORK/three.txt")   runs: $(cut -d' ' -f1 "$WORK/three.txt" | tr '\n' ' ')"
+stored=$(psql -X -At "$DB" -c "SELECT count(*) FROM events")
+dups=$(psql -X -At "$DB" -c "SELECT count(*) - count(DISTINCT client_event_id) FROM events")
+echo "three nodes stored              $stored events, $dups stored twice"
