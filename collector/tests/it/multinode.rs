@@ -1,7 +1,8 @@
 //! Several collectors on one PostgreSQL database behave as one: a session's
 //! events spread over the nodes count once, an event id raced on two nodes is
 //! stored once, a node killed mid-stream loses no acknowledged event, a key
-//! revoked on one node is refused by another within a second, and a node
+//! revoked on one node is refused by another within a second, deliveries
+//! queued through three nodes are each sent once, and a node
 //! whose database connections are cut answers 503 until it has new ones.
 
 use std::collections::{HashMap, HashSet};
@@ -12,15 +13,20 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::receivers::HttpReceiver;
 use crate::support::*;
 
 /// `n` collectors on one new PostgreSQL database, sharing a key with every scope.
 fn cluster(n: usize) -> Option<(Db, Vec<TestApp>)> {
+    cluster_with(n, &[])
+}
+
+fn cluster_with(n: usize, extra: &[&str]) -> Option<(Db, Vec<TestApp>)> {
     let db = Db::postgres()?;
     let out = Command::new(BIN).arg("admin").arg("create-key").args(["--account", "acme", "--db"]).arg(&db).output().expect("postern admin");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let nodes = (0..n).map(|_| TestApp::spawn_on(db.shared(), &key, &[])).collect();
+    let nodes = (0..n).map(|_| TestApp::spawn_on(db.shared(), &key, extra)).collect();
     Some((db, nodes))
 }
 
@@ -190,4 +196,33 @@ fn a_lost_database_connection_answers_503_then_recovers() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(!node.logs().contains("panicked"), "{}", node.logs());
+}
+
+#[test]
+fn a_hundred_deliveries_through_three_workers_are_each_sent_once() {
+    let hook = HttpReceiver::start(&[]);
+    let Some((_db, nodes)) = cluster_with(3, &["--rate-limit-api", "0", LOOPBACK_HOOKS[0], LOOPBACK_HOOKS[1]]) else { return };
+    let site = id(&nodes[0].create_site("hook.example.com", "UTC"));
+    let created = nodes[0].post(&format!("/v1/sites/{site}/integrations"), &json!({"kind": "webhook", "url": hook.url, "events": ["daily_report"]}));
+    created.expect(201);
+    let integration = created.body["id"].as_str().unwrap().to_owned();
+    let queued: HashSet<String> = (0..100)
+        .map(|n| {
+            let a = nodes[n % 3].post(&format!("/v1/sites/{site}/integrations/{integration}/test"), &json!({}));
+            a.expect(201);
+            a.body["delivery_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(queued.len(), 100);
+    hook.wait_for(100, Duration::from_secs(60));
+    // Every node's worker had time to send anything twice.
+    std::thread::sleep(Duration::from_secs(3));
+    let got: Vec<String> = hook.received().iter().map(|r| r.header("postern-delivery").to_owned()).collect();
+    let distinct: HashSet<String> = got.iter().cloned().collect();
+    assert_eq!(distinct, queued, "every queued delivery arrives");
+    assert_eq!(got.len(), 100, "none arrives twice");
+    let listed = nodes[1].get(&format!("/v1/sites/{site}/deliveries?limit=100"));
+    listed.expect(200);
+    let deliveries = listed.body["deliveries"].as_array().unwrap();
+    assert!(deliveries.iter().all(|d| d["state"] == "delivered" && d["attempts"].as_array().unwrap().len() == 1), "{}", listed.text);
 }
