@@ -25,7 +25,7 @@ type Job = Pin<Box<dyn Future<Output = JsValue>>>;
 
 /// A job waiting for a promise; `resolve` settles the job's own promise, if
 /// any. Its number is its slot in `Exec::jobs`, which the one call of `wake`
-/// its promise makes empties while the job runs. A table rather than the
+/// its promise makes takes it from while the job runs. A table rather than the
 /// job's address (200 B smaller) so that no value from JS is ever taken for
 /// a pointer.
 struct Parked {
@@ -33,8 +33,16 @@ struct Parked {
     resolve: Option<Function>,
 }
 
+/// A slot of the job table.
+enum Entry {
+    Free,
+    /// Being polled: its slot is not free for the jobs it spawns.
+    Running,
+    Waiting(Parked),
+}
+
 struct Exec {
-    jobs: Slot<alloc::vec::Vec<Option<Parked>>>,
+    jobs: Slot<alloc::vec::Vec<Entry>>,
     /// The job being polled, so a `settle` knows whom its promise resumes.
     current: Cell<u32>,
     /// What the promise that resumed the current job resolved to.
@@ -100,9 +108,9 @@ fn resume_on(p: &Promise, job: u32) {
 /// Runs `job` from a microtask (never inside its caller); with `resolve`,
 /// calls it with the job's output.
 pub fn spawn(job: impl Future<Output = JsValue> + 'static, resolve: Option<Function>) {
-    let parked = Some(Parked { job: Box::pin(job), resolve });
+    let parked = Entry::Waiting(Parked { job: Box::pin(job), resolve });
     let mut jobs = EXEC.jobs.borrow_mut();
-    let n = match jobs.iter().position(Option::is_none) {
+    let n = match jobs.iter().position(|e| matches!(e, Entry::Free)) {
         Some(free) => {
             jobs[free] = parked;
             free
@@ -131,17 +139,24 @@ fn wake(job: u32, value: JsValue) {
         _ => {}
     }
     // Taken out while it runs (it may spawn jobs); a call for no waiting job does nothing.
-    let Some(mut parked) = EXEC.jobs.borrow_mut().get_mut(job as usize).and_then(Option::take) else { return };
+    let mut parked = {
+        let mut jobs = EXEC.jobs.borrow_mut();
+        let Some(entry @ Entry::Waiting(_)) = jobs.get_mut(job as usize) else { return };
+        let Entry::Waiting(parked) = core::mem::replace(entry, Entry::Running) else { return };
+        parked
+    };
     EXEC.settled.replace(Some(value));
     EXEC.current.set(job);
-    match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+    let entry = match parked.job.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => {
             if let Some(r) = &parked.resolve {
                 crate::js::dom(r).call1(&JsValue::UNDEFINED, &v);
             }
+            Entry::Free
         }
-        Poll::Pending => EXEC.jobs.borrow_mut()[job as usize] = Some(parked),
-    }
+        Poll::Pending => Entry::Waiting(parked),
+    };
+    EXEC.jobs.borrow_mut()[job as usize] = entry;
 }
 
 /// Waits for a promise that never rejects: its value. Every
