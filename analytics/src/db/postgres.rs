@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{NoTls, RowStream, Statement};
 
@@ -159,6 +159,21 @@ impl PgConn {
         Ok(n as usize)
     }
 
+    /// Runs `sql` once for each set of parameters, all sent at once (pipelined:
+    /// one round trip, not one each), in order; every run's rows.
+    pub(crate) fn query_each(&self, sql: &str, runs: Vec<Vec<Value>>) -> Result<Vec<Vec<tokio_postgres::Row>>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let s = self.prepare(sql)?;
+        let queries = runs.iter().map(|values| self.client.query_raw(&s, values.iter()));
+        self.wait(async {
+            let streams = futures_util::future::try_join_all(queries).await?;
+            futures_util::future::try_join_all(streams.into_iter().map(|rows| rows.try_collect::<Vec<_>>())).await
+        })
+        .map_err(Error::Postgres)
+    }
+
     pub(crate) fn query(&self, s: &Statement, values: Vec<Value>) -> Result<RowReader<'_>> {
         let stream = self.wait(self.client.query_raw(s, values)).map_err(Error::Postgres)?;
         Ok(RowReader { conn: self, stream: Box::pin(stream) })
@@ -175,6 +190,11 @@ impl RowReader<'_> {
     pub(crate) fn next(&mut self) -> Result<Option<tokio_postgres::Row>> {
         self.conn.wait(self.stream.next()).transpose().map_err(Error::Postgres)
     }
+}
+
+/// A column of `row` as `T`.
+pub(crate) fn get<T: super::FromValue>(row: &tokio_postgres::Row, idx: usize) -> Result<T> {
+    T::from_value(column(row, idx)?)
 }
 
 /// A column of `row` as a [`Value`].

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use super::rollups::Deltas;
 use super::{event_id, Names, SessionState};
-use crate::db::{self, params, OptionalExtension};
+use crate::db::{self, params, Params};
 use crate::model::{Ack, NewEvent};
 use crate::{Error, Result};
 
@@ -123,61 +123,66 @@ struct Session {
     last_seen: i64,
 }
 
+/// Each step sends all its statements at once (pipelined on the one
+/// connection, which runs them in the order sent): a group costs a handful of
+/// round trips whatever its size.
 fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, uuid::Uuid)]) -> Result<()> {
     if events.is_empty() {
         return Ok(());
     }
-    // Sorted by (site, session id): every node locks sessions in this order.
-    let mut sessions: BTreeMap<(i64, &str), Session> = BTreeMap::new();
+    let pg = pg(conn)?;
+    // Sorted by (site, session id): every node creates and locks sessions in this order.
+    let mut first: BTreeMap<(i64, &str), &NewEvent> = BTreeMap::new();
     for (e, _) in events {
-        sessions.entry((e.site_seq, &e.session_id)).or_insert(Session { seq: 0, old: None, now: None, last_seen: i64::MIN });
+        first.entry((e.site_seq, &e.session_id)).or_insert(e);
     }
-    for ((site, session_id), s) in sessions.iter_mut() {
-        let (e, _) = events.iter().find(|(e, _)| e.site_seq == *site && e.session_id == *session_id).expect("every session has an event");
-        let placeholder = SessionState::after(None, e, names);
-        let created: Option<i64> = conn
-            .query_row(
-                "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (site, session_id) DO NOTHING RETURNING seq",
-                params![site, session_id, placeholder.first_hour, placeholder.device, &*placeholder.country, &*placeholder.variant, placeholder.forced, placeholder.flags, e.occurred_at.timestamp_millis()],
-                |r| r.get(0),
-            )
-            .optional()?;
-        match created {
-            Some(seq) => s.seq = seq,
-            None => {
-                let (seq, state, last_seen) = conn.query_row(
-                    "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen FROM sessions
-                     WHERE site = ?1 AND session_id = ?2 FOR UPDATE",
-                    params![site, session_id],
-                    |r| {
-                        let state = SessionState {
-                            first_hour: r.get(1)?,
-                            device: r.get(2)?,
-                            country: names.get(&r.get::<_, String>(3)?),
-                            variant: names.get(&r.get::<_, String>(4)?),
-                            forced: r.get(5)?,
-                            flags: r.get(6)?,
-                        };
-                        Ok((r.get::<_, i64>(0)?, state, r.get::<_, i64>(7)?))
-                    },
-                )?;
-                s.seq = seq;
-                s.old = Some(state.clone());
-                s.now = Some(state);
-                s.last_seen = last_seen;
+    let created = pg.query_each(
+        "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (site, session_id) DO NOTHING RETURNING seq",
+        first
+            .iter()
+            .map(|(&(site, session_id), e)| {
+                let p = SessionState::after(None, e, names);
+                params![site, session_id, p.first_hour, p.device, &*p.country, &*p.variant, p.forced, p.flags, e.occurred_at.timestamp_millis()].values()
+            })
+            .collect(),
+    )?;
+    let mut sessions: BTreeMap<(i64, &str), Session> = BTreeMap::new();
+    let mut existing = Vec::new();
+    for (&key, rows) in first.keys().zip(&created) {
+        match rows.first() {
+            Some(r) => {
+                sessions.insert(key, Session { seq: db::pg_get(r, 0)?, old: None, now: None, last_seen: i64::MIN });
             }
+            None => existing.push(key),
         }
+    }
+    let locked = pg.query_each(
+        "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen FROM sessions
+         WHERE site = ?1 AND session_id = ?2 FOR UPDATE",
+        existing.iter().map(|(site, session_id)| params![site, session_id].values()).collect(),
+    )?;
+    for (key, rows) in existing.into_iter().zip(&locked) {
+        // Gone between the two steps (retention deleted it): the group fails and its clients retry.
+        let r = rows.first().ok_or(Error::NoRow)?;
+        let state = SessionState {
+            first_hour: db::pg_get(r, 1)?,
+            device: db::pg_get(r, 2)?,
+            country: names.get(&db::pg_get::<String>(r, 3)?),
+            variant: names.get(&db::pg_get::<String>(r, 4)?),
+            forced: db::pg_get(r, 5)?,
+            flags: db::pg_get(r, 6)?,
+        };
+        sessions.insert(key, Session { seq: db::pg_get(r, 0)?, old: Some(state.clone()), now: Some(state), last_seen: db::pg_get(r, 7)? });
     }
 
     let mut deltas = Deltas::default();
+    let mut rows = Vec::with_capacity(events.len());
     for (e, id) in events {
-        let s = sessions.get_mut(&(e.site_seq, e.session_id.as_str())).expect("every event's session was found");
+        let s = sessions.get_mut(&(e.site_seq, e.session_id.as_str())).ok_or(Error::NoRow)?;
         let new = SessionState::after(s.now.as_ref(), e, names);
         deltas.count(e, s.now.as_ref(), &new);
-        conn.execute(
-            "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country, client_event_id, occurred_at, received_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        rows.push(
             params![
                 id.to_string(),
                 e.site_seq,
@@ -189,21 +194,27 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
                 e.client_event_id,
                 e.occurred_at.timestamp_millis(),
                 e.received_at.timestamp_millis()
-            ],
-        )?;
+            ]
+            .values(),
+        );
         s.last_seen = s.last_seen.max(e.occurred_at.timestamp_millis());
         s.now = Some(new);
     }
-
-    for s in sessions.values() {
-        let Some(now) = &s.now else { continue };
-        if s.old.is_some() && s.old.as_ref() == Some(now) {
-            continue;
-        }
-        conn.execute(
-            "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = greatest(last_seen, ?6) WHERE seq = ?1",
-            params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen],
-        )?;
+    pg.query_each(
+        "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country, client_event_id, occurred_at, received_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+        rows,
+    )?;
+    let changed = sessions.values().filter_map(|s| {
+        let now = s.now.as_ref()?;
+        (s.old.as_ref() != Some(now)).then(|| params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values())
+    });
+    pg.query_each(
+        "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = greatest(last_seen, ?6) WHERE seq = ?1",
+        changed.collect(),
+    )?;
+    for (sql, runs) in deltas.sorted_upserts() {
+        pg.query_each(sql, runs)?;
     }
-    deltas.write_sorted(conn)
+    Ok(())
 }

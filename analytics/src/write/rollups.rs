@@ -132,26 +132,18 @@ impl Deltas {
         Ok(())
     }
 
-    /// Writes these deltas through an engine-neutral connection, each table's
-    /// rows in key order: PostgreSQL writers on several nodes then take row
-    /// locks in one order and never wait on each other in a circle.
-    pub fn write_sorted(&self, conn: &crate::db::Connection) -> Result<()> {
-        use crate::db::params;
+    /// These deltas as upserts for PostgreSQL, table by table (statement and
+    /// the parameters of each run), each table's rows in key order: writers
+    /// on several nodes then take row locks in one order and never wait on
+    /// each other in a circle.
+    pub fn sorted_upserts(&self) -> Vec<(&'static str, Vec<Vec<crate::db::Value>>)> {
+        use crate::db::{params, Params};
         let rollups: std::collections::BTreeMap<_, _> = self.rollups.iter().filter(|(_, d)| d.iter().any(|&x| x != 0)).collect();
         let mut by_device: std::collections::BTreeMap<(i64, i64, i64), [i64; 6]> = Default::default();
         let mut by_variant: std::collections::BTreeMap<(i64, i64, &str), [i64; 2]> = Default::default();
+        let mut hourly = Vec::with_capacity(rollups.len());
         for ((site, hour, device, country, variant), d) in &rollups {
-            conn.execute(
-                "INSERT INTO rollup_hourly AS r (site, hour, device, country, variant,
-                                                 sessions, adblock, walls, dismissed, conversions, wall_conversions)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
-                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
-                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
-                     conversions = r.conversions + excluded.conversions,
-                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
-                params![site, hour, device, &**country, &**variant, d[0], d[1], d[2], d[3], d[4], d[5]],
-            )?;
+            hourly.push(params![site, hour, device, &**country, &**variant, d[0], d[1], d[2], d[3], d[4], d[5]].values());
             let e = by_device.entry((*site, *hour, *device)).or_default();
             for i in 0..6 {
                 e[i] += d[i];
@@ -162,8 +154,21 @@ impl Deltas {
                 e[1] += d[5];
             }
         }
-        for ((site, hour, dev), d) in &by_device {
-            conn.execute(
+        let counts: std::collections::BTreeMap<_, _> = self.counts.iter().collect();
+        let raw: std::collections::BTreeMap<_, _> = self.raw.iter().collect();
+        vec![
+            (
+                "INSERT INTO rollup_hourly AS r (site, hour, device, country, variant,
+                                                 sessions, adblock, walls, dismissed, conversions, wall_conversions)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                 ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
+                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
+                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
+                     conversions = r.conversions + excluded.conversions,
+                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                hourly,
+            ),
+            (
                 "INSERT INTO rollup_device_hourly AS r (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT (site, hour, device) DO UPDATE SET
@@ -171,35 +176,30 @@ impl Deltas {
                      walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
                      conversions = r.conversions + excluded.conversions,
                      wall_conversions = r.wall_conversions + excluded.wall_conversions",
-                params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]],
-            )?;
-        }
-        for ((site, hour, name), d) in by_variant.iter().filter(|(_, d)| d.iter().any(|&x| x != 0)) {
-            conn.execute(
+                by_device.iter().map(|((site, hour, dev), d)| params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]].values()).collect(),
+            ),
+            (
                 "INSERT INTO rollup_variant_hourly AS r (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (site, hour, variant) DO UPDATE SET
                      walls = r.walls + excluded.walls, wall_conversions = r.wall_conversions + excluded.wall_conversions",
-                params![site, hour, name, d[0], d[1]],
-            )?;
-        }
-        let counts: std::collections::BTreeMap<_, _> = self.counts.iter().collect();
-        for ((site, hour, event_type, device, country), n) in counts {
-            conn.execute(
+                by_variant
+                    .iter()
+                    .filter(|(_, d)| d.iter().any(|&x| x != 0))
+                    .map(|((site, hour, name), d)| params![site, hour, name, d[0], d[1]].values())
+                    .collect(),
+            ),
+            (
                 "INSERT INTO event_counts_hourly AS c (site, hour, event_type, device, country, events)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = c.events + excluded.events",
-                params![site, hour, event_type, device, &**country, n],
-            )?;
-        }
-        let raw: std::collections::BTreeMap<_, _> = self.raw.iter().collect();
-        for (&(site, event_type), &n) in raw {
-            conn.execute(
+                counts.iter().map(|((site, hour, event_type, device, country), n)| params![site, hour, event_type, device, &**country, n].values()).collect(),
+            ),
+            (
                 "INSERT INTO raw_event_totals AS t (site, event_type, events) VALUES (?1, ?2, ?3)
                  ON CONFLICT (site, event_type) DO UPDATE SET events = t.events + excluded.events",
-                params![site, event_type, n],
-            )?;
-        }
-        Ok(())
+                raw.iter().map(|(&&(site, event_type), &&n)| params![site, event_type, n].values()).collect(),
+            ),
+        ]
     }
 
     /// Writes these deltas into the rollup, count and raw-total tables.
