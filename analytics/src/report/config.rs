@@ -349,12 +349,14 @@ impl Draft {
         let name = match obj.get("name") {
             None => base.map_or_else(|| kind.title().to_owned(), |b| b.name.clone()),
             Some(v) => {
-                let s = v.as_str().ok_or_else(|| invalid("name", "invalid", "name must be a string"))?.trim();
+                let raw = v.as_str().ok_or_else(|| invalid("name", "invalid", "name must be a string"))?;
+                // The documented limit is the name as sent, the spaces trimmed after it included.
+                if raw.chars().count() > MAX_NAME_LEN {
+                    return Err(invalid("name", "too_long", "name is longer than 200 characters"));
+                }
+                let s = raw.trim();
                 if s.is_empty() {
                     return Err(required("name"));
-                }
-                if s.chars().count() > MAX_NAME_LEN {
-                    return Err(invalid("name", "too_long", "name is longer than 200 characters"));
                 }
                 s.to_owned()
             }

@@ -154,10 +154,14 @@ fn string_field<'a>(v: Option<&'a Value>, field: &str) -> Result<Option<&'a str>
 }
 
 pub(crate) fn parse_name(v: Option<&Value>) -> Result<Option<String>, ApiError> {
+    let too_long = || ApiError::invalid("name", "too_long", "name is longer than 200 characters");
+    // The documented limit is the name as sent, the spaces trimmed after it included.
+    if matches!(v, Some(Value::String(raw)) if raw.chars().count() > MAX_NAME_LEN) {
+        return Err(too_long());
+    }
     match string_field(v, "name")? {
         None => Ok(None),
         Some("") => Err(ApiError::required("name")),
-        Some(s) if s.chars().count() > MAX_NAME_LEN => Err(ApiError::invalid("name", "too_long", "name is longer than 200 characters")),
         Some(s) => Ok(Some(s.to_owned())),
     }
 }

@@ -177,6 +177,8 @@ fn create_refuses_bad_timezones_names_and_revenue() {
     }
     assert_invalid(&app.post("/v1/sites", &json!({"name": 7, "domain": "example.com"})), "name", "invalid");
     assert_invalid(&app.post("/v1/sites", &json!({"name": "n".repeat(201), "domain": "example.com"})), "name", "too_long");
+    // Found by schemathesis: 201 characters sent are too many even when the first is a space trimmed away.
+    assert_invalid(&app.post("/v1/sites", &json!({"name": format!("\r{}", "*".repeat(200)), "domain": "example.com"})), "name", "too_long");
     assert_invalid(
         &app.post("/v1/sites", &json!({"name": "x", "domain": "example.com", "revenue_per_1000_pageviews": -1})),
         "revenue_per_1000_pageviews",
