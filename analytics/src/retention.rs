@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use crate::db::{params, Connection, Engine};
 
-use crate::write::{sql_index_key, EVENT_ID_TABLES, SESSION_TABLES};
+use crate::write::{sql_index_key, EVENT_ID_TABLES, SESSION_TABLES, UPSERT_RAW_TOTAL};
 use crate::Result;
 
 
@@ -56,11 +56,7 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
         *deleted.entry((*site, *event_type)).or_default() += 1;
     }
     for (&(site, event_type), &n) in &deleted {
-        conn.prepare_cached(
-            "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
-             ON CONFLICT (site, event_type) DO UPDATE SET events = raw_event_totals.events + excluded.events",
-        )?
-        .execute(params![site, event_type, -n])?;
+        conn.prepare_cached(UPSERT_RAW_TOTAL)?.execute(params![site, event_type, -n])?;
     }
     Ok(rows.len())
 }

@@ -39,6 +39,7 @@ use uuid::Uuid;
 use crate::model::{flags, Ack, NewEvent};
 use crate::Result;
 use event_ids::{EventIds, Stored};
+pub(crate) use rollups::UPSERT_RAW_TOTAL;
 use rollups::Deltas;
 use index::KeyMap;
 use sessions::{Known, SessionKey, Sessions};

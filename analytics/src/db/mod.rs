@@ -65,12 +65,6 @@ macro_rules! array_params {
 }
 array_params!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
 
-impl Params for Vec<Value> {
-    fn values(self) -> Vec<Value> {
-        self
-    }
-}
-
 /// `params![a, b]`: parameters of different types for one statement.
 #[macro_export]
 macro_rules! params {
@@ -270,10 +264,6 @@ impl Statement<'_> {
             out.push(f(&row));
         }
         Ok(out.into_iter())
-    }
-
-    pub fn exists<P: Params>(&mut self, params: P) -> Result<bool> {
-        Ok(self.query(params)?.next()?.is_some())
     }
 
     /// The rows one at a time, for results too large to hold (exports).

@@ -41,12 +41,6 @@ impl<T: ToValue> ToValue for Option<T> {
     }
 }
 
-impl ToValue for Value {
-    fn to_value(&self) -> Value {
-        self.clone()
-    }
-}
-
 macro_rules! integer {
     ($($t:ty),*) => {$(
         impl ToValue for $t {
@@ -153,12 +147,6 @@ impl<T: FromValue> FromValue for Option<T> {
             Value::Null => Ok(None),
             v => T::from_value(v).map(Some),
         }
-    }
-}
-
-impl FromValue for Value {
-    fn from_value(v: Value) -> Result<Self> {
-        Ok(v)
     }
 }
 

@@ -141,36 +141,33 @@ fn file(name: &str, rows: u64, description: &str) -> ManifestFile {
 /// is found by its unique (site, session id).
 pub(super) fn events_sql(engine: Engine) -> String {
     let session = match engine {
-        Engine::Sqlite => {
-            let h = crate::write::sql_index_key("e.site", "e.session_id");
-            format!(
-                "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT cold FROM session_index_low))
-                 SELECT {{columns}}
-                 FROM events e
-                 LEFT JOIN sessions s ON s.seq = coalesce(
-                     (SELECT c.seq FROM sessions c
-                      WHERE c.seq IN (SELECT seq FROM session_index WHERE h = {h})
-                        AND c.site = e.site AND c.session_id = e.session_id),
-                     (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))"
-            )
-        }
-        Engine::Postgres => "SELECT {columns}
-                 FROM events e
-                 LEFT JOIN sessions s ON s.site = e.site AND s.session_id = e.session_id"
-            .to_owned(),
+        Engine::Sqlite => format!(
+            "WITH tail AS MATERIALIZED (SELECT seq, site, session_id FROM sessions WHERE seq > (SELECT cold FROM session_index_low))
+             SELECT {EVENT_COLUMNS}
+             FROM events e
+             LEFT JOIN sessions s ON s.seq = coalesce(
+                 (SELECT c.seq FROM sessions c
+                  WHERE c.seq IN (SELECT seq FROM session_index WHERE h = {h})
+                    AND c.site = e.site AND c.session_id = e.session_id),
+                 (SELECT t.seq FROM tail t WHERE t.site = e.site AND t.session_id = e.session_id))",
+            h = crate::write::sql_index_key("e.site", "e.session_id")
+        ),
+        Engine::Postgres => format!(
+            "SELECT {EVENT_COLUMNS}
+             FROM events e
+             LEFT JOIN sessions s ON s.site = e.site AND s.session_id = e.session_id"
+        ),
     };
     format!(
-        "{}
+        "{session}
          WHERE e.site = ?1 AND e.occurred_at >= ?2 AND e.occurred_at < ?3
            AND (s.device = ?4 OR ?4 IS NULL)
            AND (coalesce(s.country, e.country) IN (SELECT value FROM json_each(?5)) OR ?5 IS NULL)
-         ORDER BY e.seq",
-        session.replace(
-            "{columns}",
-            "e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at"
-        )
+         ORDER BY e.seq"
     )
 }
+
+const EVENT_COLUMNS: &str = "e.id, e.client_event_id, e.session_id, e.event_type, e.page_url, e.metadata, e.country, e.occurred_at, e.received_at";
 
 /// Writes the selected raw events, one JSON object per line (the shape
 /// `GET /v1/events/sites/:id` returns).

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use super::rollups::Deltas;
-use super::{event_id, Names, SessionState};
+use super::{event_id, Names, SessionState, INSERT_EVENT};
 use crate::db::{self, params, Params};
 use crate::model::{Ack, NewEvent};
 use crate::{Error, Result};
@@ -200,11 +200,7 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         s.last_seen = s.last_seen.max(e.occurred_at.timestamp_millis());
         s.now = Some(new);
     }
-    pg.query_each(
-        "INSERT INTO events (id, site, session_id, event_type, page_url, metadata, country, client_event_id, occurred_at, received_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-        rows,
-    )?;
+    pg.query_each(INSERT_EVENT, rows)?;
     let changed = sessions.values().filter_map(|s| {
         let now = s.now.as_ref()?;
         (s.old.as_ref() != Some(now)).then(|| params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values())

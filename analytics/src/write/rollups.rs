@@ -23,6 +23,33 @@ type CountKey = (i64, i64, i64, i64, Name);
 /// One journal row: rollup, count and raw-total deltas, with names as `S`.
 type Entries<S> = (Vec<(i64, i64, i64, S, S, [i64; 6])>, Vec<(i64, i64, i64, i64, S, i64)>, Vec<(i64, i64, i64)>);
 
+/// The upserts that add deltas to each table, in the SQL both engines accept
+/// (the table aliased, as PostgreSQL needs to tell its row from `excluded`).
+const UPSERT_HOURLY: &str = "INSERT INTO rollup_hourly AS r (site, hour, device, country, variant,
+                                                 sessions, adblock, walls, dismissed, conversions, wall_conversions)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+     ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
+         sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
+         walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
+         conversions = r.conversions + excluded.conversions,
+         wall_conversions = r.wall_conversions + excluded.wall_conversions";
+const UPSERT_DEVICE: &str = "INSERT INTO rollup_device_hourly AS r (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+     ON CONFLICT (site, hour, device) DO UPDATE SET
+         sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
+         walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
+         conversions = r.conversions + excluded.conversions,
+         wall_conversions = r.wall_conversions + excluded.wall_conversions";
+const UPSERT_VARIANT: &str = "INSERT INTO rollup_variant_hourly AS r (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
+     ON CONFLICT (site, hour, variant) DO UPDATE SET
+         walls = r.walls + excluded.walls, wall_conversions = r.wall_conversions + excluded.wall_conversions";
+const UPSERT_COUNT: &str = "INSERT INTO event_counts_hourly AS c (site, hour, event_type, device, country, events)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+     ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = c.events + excluded.events";
+/// Adds `?3` (negative to subtract) to a site's count of stored raw events of type `?2`.
+pub(crate) const UPSERT_RAW_TOTAL: &str = "INSERT INTO raw_event_totals AS t (site, event_type, events) VALUES (?1, ?2, ?3)
+     ON CONFLICT (site, event_type) DO UPDATE SET events = t.events + excluded.events";
+
 #[derive(Default, Clone)]
 pub(super) struct Deltas {
     rollups: HashMap<RollupKey, [i64; 6]>,
@@ -157,31 +184,13 @@ impl Deltas {
         let counts: std::collections::BTreeMap<_, _> = self.counts.iter().collect();
         let raw: std::collections::BTreeMap<_, _> = self.raw.iter().collect();
         vec![
+            (UPSERT_HOURLY, hourly),
             (
-                "INSERT INTO rollup_hourly AS r (site, hour, device, country, variant,
-                                                 sessions, adblock, walls, dismissed, conversions, wall_conversions)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
-                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
-                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
-                     conversions = r.conversions + excluded.conversions,
-                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
-                hourly,
-            ),
-            (
-                "INSERT INTO rollup_device_hourly AS r (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                 ON CONFLICT (site, hour, device) DO UPDATE SET
-                     sessions = r.sessions + excluded.sessions, adblock = r.adblock + excluded.adblock,
-                     walls = r.walls + excluded.walls, dismissed = r.dismissed + excluded.dismissed,
-                     conversions = r.conversions + excluded.conversions,
-                     wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                UPSERT_DEVICE,
                 by_device.iter().map(|((site, hour, dev), d)| params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]].values()).collect(),
             ),
             (
-                "INSERT INTO rollup_variant_hourly AS r (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT (site, hour, variant) DO UPDATE SET
-                     walls = r.walls + excluded.walls, wall_conversions = r.wall_conversions + excluded.wall_conversions",
+                UPSERT_VARIANT,
                 by_variant
                     .iter()
                     .filter(|(_, d)| d.iter().any(|&x| x != 0))
@@ -189,14 +198,11 @@ impl Deltas {
                     .collect(),
             ),
             (
-                "INSERT INTO event_counts_hourly AS c (site, hour, event_type, device, country, events)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                 ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = c.events + excluded.events",
+                UPSERT_COUNT,
                 counts.iter().map(|((site, hour, event_type, device, country), n)| params![site, hour, event_type, device, &**country, n].values()).collect(),
             ),
             (
-                "INSERT INTO raw_event_totals AS t (site, event_type, events) VALUES (?1, ?2, ?3)
-                 ON CONFLICT (site, event_type) DO UPDATE SET events = t.events + excluded.events",
+                UPSERT_RAW_TOTAL,
                 raw.iter().map(|(&&(site, event_type), &&n)| params![site, event_type, n].values()).collect(),
             ),
         ]
@@ -204,16 +210,7 @@ impl Deltas {
 
     /// Writes these deltas into the rollup, count and raw-total tables.
     pub fn write(&self, conn: &Connection) -> Result<()> {
-        let mut rollup = conn.prepare_cached(
-            "INSERT INTO rollup_hourly (site, hour, device, country, variant,
-                                        sessions, adblock, walls, dismissed, conversions, wall_conversions)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-             ON CONFLICT (site, hour, device, country, variant) DO UPDATE SET
-                 sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
-                 walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
-                 conversions = conversions + excluded.conversions,
-                 wall_conversions = wall_conversions + excluded.wall_conversions",
-        )?;
+        let mut rollup = conn.prepare_cached(UPSERT_HOURLY)?;
         let mut by_device: HashMap<(i64, i64, i64), [i64; 6]> = HashMap::default();
         let mut by_variant: HashMap<(i64, i64, &str), [i64; 2]> = HashMap::default();
         for ((site, hour, device, country, variant), d) in &self.rollups {
@@ -231,33 +228,17 @@ impl Deltas {
                 e[1] += d[5];
             }
         }
-        let mut device = conn.prepare_cached(
-            "INSERT INTO rollup_device_hourly (site, hour, device, sessions, adblock, walls, dismissed, conversions, wall_conversions)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-             ON CONFLICT (site, hour, device) DO UPDATE SET
-                 sessions = sessions + excluded.sessions, adblock = adblock + excluded.adblock,
-                 walls = walls + excluded.walls, dismissed = dismissed + excluded.dismissed,
-                 conversions = conversions + excluded.conversions,
-                 wall_conversions = wall_conversions + excluded.wall_conversions",
-        )?;
+        let mut device = conn.prepare_cached(UPSERT_DEVICE)?;
         for ((site, hour, dev), d) in &by_device {
             device.execute(params![site, hour, dev, d[0], d[1], d[2], d[3], d[4], d[5]])?;
         }
-        let mut variant = conn.prepare_cached(
-            "INSERT INTO rollup_variant_hourly (site, hour, variant, walls, wall_conversions) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (site, hour, variant) DO UPDATE SET
-                 walls = walls + excluded.walls, wall_conversions = wall_conversions + excluded.wall_conversions",
-        )?;
+        let mut variant = conn.prepare_cached(UPSERT_VARIANT)?;
         for ((site, hour, name), d) in &by_variant {
             if d.iter().any(|&x| x != 0) {
                 variant.execute(params![site, hour, name, d[0], d[1]])?;
             }
         }
-        let mut count = conn.prepare_cached(
-            "INSERT INTO event_counts_hourly (site, hour, event_type, device, country, events)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (site, hour, event_type, device, country) DO UPDATE SET events = events + excluded.events",
-        )?;
+        let mut count = conn.prepare_cached(UPSERT_COUNT)?;
         for ((site, hour, event_type, device, country), n) in &self.counts {
             count.execute(params![site, hour, event_type, device, &**country, n])?;
         }
@@ -270,10 +251,7 @@ impl Deltas {
 
 /// Adds `n` (negative to subtract) to a site's count of stored raw events of a type.
 pub(crate) fn add_raw_total(conn: &Connection, site: i64, event_type: i64, n: i64) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO raw_event_totals (site, event_type, events) VALUES (?1, ?2, ?3)
-         ON CONFLICT (site, event_type) DO UPDATE SET events = events + excluded.events",
-    )?
+    conn.prepare_cached(UPSERT_RAW_TOTAL)?
     .execute(params![site, event_type, n])?;
     Ok(())
 }
