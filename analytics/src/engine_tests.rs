@@ -8,7 +8,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::export::{self, Selection};
-use crate::model::{Device, EventType, NewEvent, Site};
+use crate::model::{Ack, Device, EventType, NewEvent, Site};
 use crate::period::Period;
 use crate::query::{self, Filter, Granularity};
 use crate::store::testing::{self, postgres_store, temp_store};
@@ -62,17 +62,24 @@ fn stream(seed: u64, groups: usize, now: DateTime<Utc>) -> Vec<Vec<NewEvent>> {
 fn feed(store: &Store, site: &Site, groups: &[Vec<NewEvent>]) -> Vec<bool> {
     let mut w = store.open_writer(Durability::Normal).unwrap();
     let mut acks = Vec::new();
+    let mut first_ids = std::collections::HashMap::new();
     for (i, group) in groups.iter().enumerate() {
         let events: Vec<NewEvent> = group.iter().cloned().map(|e| NewEvent { site_seq: site.seq, ..e }).collect();
         let mut g = w.begin().unwrap();
-        if i % 2 == 0 {
-            acks.extend(g.ingest(&events).unwrap().iter().map(|a| a.duplicate));
-        } else {
-            for e in &events {
-                acks.push(g.ingest_event(e).unwrap().duplicate);
+        let provisional = if i % 2 == 0 { g.ingest(&events).unwrap() } else { events.iter().map(|e| g.ingest_event(e).unwrap()).collect() };
+        let committed = g.commit().unwrap();
+        let group_acks: Vec<Ack> = provisional.into_iter().map(|a| committed.ack(a)).collect();
+        // A duplicate answers the id its first copy was given (here or in an earlier group).
+        for (e, ack) in events.iter().zip(&group_acks) {
+            let key = e.client_event_id.clone();
+            match (ack.duplicate, key) {
+                (true, Some(k)) => assert_eq!(first_ids.get(&k), Some(&ack.id), "a duplicate of {k} answered another id"),
+                (false, Some(k)) => assert!(first_ids.insert(k, ack.id).is_none(), "an event id stored twice"),
+                (true, None) => panic!("an event without a client id answered as a duplicate"),
+                (false, None) => {}
             }
         }
-        g.commit().unwrap();
+        acks.extend(group_acks.iter().map(|a| a.duplicate));
     }
     acks
 }

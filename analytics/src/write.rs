@@ -171,18 +171,41 @@ impl Group<'_> {
     }
 
     /// Commits, with the rollups written.
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(self) -> Result<Committed> {
         match self.0 {
-            GroupEngine::Sqlite(g) => g.commit(),
+            GroupEngine::Sqlite(g) => g.commit().map(|()| Committed::default()),
             GroupEngine::Postgres(g) => g.commit(),
         }
     }
 
     /// Commits while more writes wait (SQLite may journal the rollup deltas).
-    pub fn commit_busy(self) -> Result<()> {
+    pub fn commit_busy(self) -> Result<Committed> {
         match self.0 {
-            GroupEngine::Sqlite(g) => g.commit_busy(),
+            GroupEngine::Sqlite(g) => g.commit_busy().map(|()| Committed::default()),
             GroupEngine::Postgres(g) => g.commit(),
+        }
+    }
+}
+
+/// What a commit settled about the group's events. PostgreSQL claims client
+/// event ids at commit, all at once, so an event [`Group::ingest_event`]
+/// answered as new may prove a copy of one stored before; SQLite knows at once.
+#[derive(Debug, Default)]
+pub struct Committed {
+    /// The answers of the events found duplicates, by their provisional ids.
+    duplicates: std::collections::HashMap<Uuid, Ack>,
+}
+
+impl Committed {
+    pub(crate) fn new(duplicates: std::collections::HashMap<Uuid, Ack>) -> Committed {
+        Committed { duplicates }
+    }
+
+    /// An event's final answer, from the one its group gave before the commit.
+    pub fn ack(&self, provisional: Ack) -> Ack {
+        match self.duplicates.get(&provisional.id) {
+            Some(stored) => stored.clone(),
+            None => provisional,
         }
     }
 }

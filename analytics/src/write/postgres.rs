@@ -1,18 +1,18 @@
 //! The PostgreSQL write path, safe with several collectors writing at once.
 //!
-//! A group claims each client event id as its event arrives (a second node
-//! offering the same id waits for the first to commit, then answers it as a
-//! duplicate), and keeps the events in memory. At commit it creates the new
-//! sessions and locks the existing ones in one sorted order (so two nodes'
-//! groups never wait on each other in a circle), counts every event with the
-//! same code as SQLite's writer, writes the events and the changed sessions,
-//! adds the rollup deltas in sorted key order, and commits; only then are the
-//! events acknowledged.
+//! A group keeps its events in memory. At commit it claims their client event
+//! ids all at once (a second node offering the same id waits for the first to
+//! commit, then finds it a duplicate), creates the new sessions and locks the
+//! existing ones, each step in one sorted order (so two nodes' groups never
+//! wait on each other in a circle), counts every event with the same code as
+//! SQLite's writer, writes the events and the changed sessions, adds the
+//! rollup deltas in sorted key order, and commits; only then are the events
+//! acknowledged, the duplicates with the id stored first.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::rollups::Deltas;
-use super::{event_id, Names, SessionState, INSERT_EVENT};
+use super::{event_id, Committed, Names, SessionState, INSERT_EVENT};
 use crate::db::{self, params, Params};
 use crate::model::{Ack, NewEvent};
 use crate::{Error, Result};
@@ -51,47 +51,34 @@ fn pg(conn: &db::Connection) -> Result<&db::PgConn> {
 }
 
 impl PgGroup<'_> {
+    /// Keeps the event for the commit; its answer is provisional until then
+    /// (see [`Committed::ack`]).
     pub fn ingest_event(&mut self, e: &NewEvent) -> Result<Ack> {
         let id = event_id(e.received_at);
-        if let Some(client_id) = &e.client_event_id {
-            let claimed = self.conn.execute(
-                "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
-                params![e.site_seq, client_id, id.to_string(), e.received_at.timestamp_millis()],
-            )?;
-            if claimed == 0 {
-                let (stored, received_ms): (String, i64) = self.conn.query_row(
-                    "SELECT id, received_at FROM event_ids WHERE site = ?1 AND client_event_id = ?2",
-                    params![e.site_seq, client_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?;
-                return Ok(Ack {
-                    id: uuid::Uuid::parse_str(&stored).map_err(|_| Error::Corrupt(format!("event id {stored}")))?,
-                    received_at: chrono::DateTime::from_timestamp_millis(received_ms).unwrap_or(e.received_at),
-                    duplicate: true,
-                });
-            }
-        }
         self.events.push((e.clone(), id));
         Ok(Ack { id, received_at: e.received_at, duplicate: false })
     }
 
     pub fn ingest(&mut self, events: &[NewEvent]) -> Result<Vec<Ack>> {
-        let before = self.events.len();
-        let outcome = self.conn.transaction(|_| events.iter().map(|e| self.ingest_event(e)).collect::<Result<Vec<_>>>());
-        if outcome.is_err() {
-            self.events.truncate(before);
-        }
-        outcome
+        events.iter().map(|e| self.ingest_event(e)).collect()
     }
 
     pub fn apply<T>(&mut self, f: impl FnOnce(&db::Connection) -> Result<T>) -> Result<T> {
         self.conn.transaction(f)
     }
 
-    pub fn commit(self) -> Result<()> {
+    pub fn commit(mut self) -> Result<Committed> {
         let conn = self.conn;
-        match write_events(conn, self.names, &self.events) {
-            Ok(()) => pg(conn)?.commit(),
+        let events = std::mem::take(&mut self.events);
+        let written = claim_event_ids(conn, events).and_then(|(events, committed)| {
+            write_events(conn, self.names, &events)?;
+            Ok(committed)
+        });
+        match written {
+            Ok(committed) => {
+                pg(conn)?.commit()?;
+                Ok(committed)
+            }
             Err(e) => {
                 if let Err(undo) = pg(conn)?.rollback() {
                     tracing::error!(error = %undo, "rolling back a failed group failed");
@@ -100,6 +87,59 @@ impl PgGroup<'_> {
             }
         }
     }
+}
+
+/// Claims the client event ids of a group's events in two round trips, and
+/// returns the events to store (those without an id or whose id was free)
+/// with the answers of the others: the id and time the id was stored with.
+fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -> Result<(Vec<(NewEvent, uuid::Uuid)>, Committed)> {
+    let pg = pg(conn)?;
+    // In (site, client id) order on every node; a stable sort, so of two
+    // copies in one group the first to arrive is the one stored.
+    let mut keyed: Vec<usize> = (0..events.len()).filter(|&i| events[i].0.client_event_id.is_some()).collect();
+    if keyed.is_empty() {
+        return Ok((events, Committed::default()));
+    }
+    keyed.sort_by(|&a, &b| (events[a].0.site_seq, &events[a].0.client_event_id).cmp(&(events[b].0.site_seq, &events[b].0.client_event_id)));
+    let claimed = pg.query_each(
+        "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING RETURNING 1",
+        keyed
+            .iter()
+            .map(|&i| {
+                let (e, id) = &events[i];
+                params![e.site_seq, e.client_event_id, id.to_string(), e.received_at.timestamp_millis()].values()
+            })
+            .collect(),
+    )?;
+    let taken: Vec<usize> = keyed.iter().zip(&claimed).filter(|(_, rows)| rows.is_empty()).map(|(&i, _)| i).collect();
+    if taken.is_empty() {
+        return Ok((events, Committed::default()));
+    }
+    let stored = pg.query_each(
+        "SELECT id, received_at FROM event_ids WHERE site = ?1 AND client_event_id = ?2",
+        taken
+            .iter()
+            .map(|&i| {
+                let e = &events[i].0;
+                params![e.site_seq, e.client_event_id].values()
+            })
+            .collect(),
+    )?;
+    let mut duplicates = HashMap::with_capacity(taken.len());
+    for (&i, rows) in taken.iter().zip(&stored) {
+        let r = rows.first().ok_or(Error::NoRow)?;
+        let stored: String = db::pg_get(r, 0)?;
+        let received_ms: i64 = db::pg_get(r, 1)?;
+        let (e, provisional) = &events[i];
+        let ack = Ack {
+            id: uuid::Uuid::parse_str(&stored).map_err(|_| Error::Corrupt(format!("event id {stored}")))?,
+            received_at: chrono::DateTime::from_timestamp_millis(received_ms).unwrap_or(e.received_at),
+            duplicate: true,
+        };
+        duplicates.insert(*provisional, ack);
+    }
+    let events = events.into_iter().filter(|(_, id)| !duplicates.contains_key(id)).collect();
+    Ok((events, Committed::new(duplicates)))
 }
 
 impl Drop for PgGroup<'_> {

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use analytics::model::{Ack, EventType, NewEvent};
-use analytics::write::{Group, Writer};
+use analytics::write::{Committed, Group, Writer};
 use analytics::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -49,16 +49,27 @@ enum Ran {
 }
 
 impl Ran {
-    fn answer(self, commit: &Result<(), String>) {
+    fn answer(self, commit: &Result<Committed, String>) {
+        let committed = commit.as_ref().map(|_| ()).map_err(Clone::clone);
         match self {
             Ran::Track(outcome, reply) => {
-                let _ = reply.send(settled(outcome.map_err(write_error), commit));
+                let outcome = outcome.map(|ack| final_ack(commit, ack));
+                let _ = reply.send(settled(outcome.map_err(write_error), &committed));
             }
             Ran::Ingest(outcome, reply) => {
-                let _ = reply.send(settled(outcome.map_err(write_error), commit));
+                let outcome = outcome.map(|acks| acks.into_iter().map(|ack| final_ack(commit, ack)).collect());
+                let _ = reply.send(settled(outcome.map_err(write_error), &committed));
             }
-            Ran::Job(finish) => finish(commit.clone()),
+            Ran::Job(finish) => finish(committed),
         }
+    }
+}
+
+/// An event's answer as its group's commit settled it (a duplicate found at commit).
+fn final_ack(commit: &Result<Committed, String>, ack: Ack) -> Ack {
+    match commit {
+        Ok(committed) => committed.ack(ack),
+        Err(_) => ack,
     }
 }
 
@@ -110,7 +121,7 @@ pub struct WriterThread {
 }
 
 /// A committed (or failed) group's answers.
-type Answers = (Vec<Ran>, Result<(), String>);
+type Answers = (Vec<Ran>, Result<Committed, String>);
 
 /// Starts the writer thread on `writer`, the store's write connection.
 pub fn start(writer: Writer, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
