@@ -5,7 +5,7 @@ use thiserror::Error;
 pub enum Error {
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
-    #[error("database error: {0}")]
+    #[error("database error: {}", postgres_detail(.0))]
     Postgres(tokio_postgres::Error),
     #[error("the query returned no row")]
     NoRow,
@@ -57,4 +57,13 @@ impl Error {
 fn is_server_trouble(code: &tokio_postgres::error::SqlState) -> bool {
     let c = code.code();
     ["53", "57", "58", "08", "40"].iter().any(|class| c.starts_with(class))
+}
+
+/// The server's own message and code where it sent one: the driver's
+/// `Display` says only "db error".
+fn postgres_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(d) => format!("{} ({})", d.message(), d.code().code()),
+        None => e.to_string(),
+    }
 }

@@ -19,17 +19,17 @@ use crate::Result;
 /// A row at the head that does not qualify yet (a timestamp a few minutes
 /// ahead, or a clock stepped back) only narrows the window until it does.
 pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Result<usize> {
-    let row = |r: &crate::db::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?));
-    let mut rows: Vec<(i64, i64, i64, Option<String>)> = conn
+    let row = |r: &crate::db::Row<'_>| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?));
+    let mut rows: Vec<(i64, i64, i64, Option<String>, i64)> = conn
         .prepare_cached(
-            "SELECT seq, site, event_type, client_event_id FROM events
+            "SELECT seq, site, event_type, client_event_id, received_at FROM events
              WHERE occurred_at < ?1 AND occurred_at < received_at ORDER BY occurred_at LIMIT ?2",
         )?
         .query_map(params![before_ms, batch as i64], row)?
         .collect::<crate::Result<_>>()?;
     let head = batch.saturating_sub(rows.len()) as i64;
     let mut stmt = conn.prepare_cached(
-        "SELECT seq, site, event_type, client_event_id
+        "SELECT seq, site, event_type, client_event_id, received_at
          FROM (SELECT seq, site, event_type, client_event_id, occurred_at, received_at FROM events ORDER BY seq LIMIT ?2) AS head
          WHERE occurred_at < ?1 AND occurred_at >= received_at",
     )?;
@@ -43,16 +43,17 @@ pub fn purge_raw_events(conn: &Connection, before_ms: i64, batch: usize) -> Resu
     };
     let mut unindex = conn.prepare_cached(&sql)?;
     let engine = conn.engine();
-    let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1")?;
+    // The arrival time finds PostgreSQL's partition of the row.
+    let mut delete = conn.prepare_cached("DELETE FROM events WHERE seq = ?1 AND received_at = ?2")?;
     let mut deleted: HashMap<(i64, i64), i64> = HashMap::new();
-    for (seq, site, event_type, client_event_id) in &rows {
+    for (seq, site, event_type, client_event_id, received_at) in &rows {
         if let Some(id) = client_event_id {
             match engine {
                 Engine::Sqlite => unindex.execute(params![id, site, seq])?,
                 Engine::Postgres => unindex.execute(params![id, site])?,
             };
         }
-        delete.execute([seq])?;
+        delete.execute(params![seq, received_at])?;
         *deleted.entry((*site, *event_type)).or_default() += 1;
     }
     for (&(site, event_type), &n) in &deleted {

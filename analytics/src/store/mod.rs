@@ -15,6 +15,7 @@ use crate::Result;
 
 mod backup;
 mod migrations;
+pub(crate) mod partitions;
 mod postgres;
 
 pub use backup::{backup, Copied};
@@ -147,6 +148,17 @@ impl Store {
     }
 
     /// Runs `f` on a pooled read connection. Blocking: call it off async threads.
+    /// Drops the raw events that all occurred before `before_ms` a whole day
+    /// at a time where the engine keeps them by day (PostgreSQL's partitions);
+    /// returns how many went. What is left goes row by row
+    /// ([`crate::retention::purge_raw_events`]), as all of SQLite's do.
+    pub fn drop_expired_event_days(&self, before_ms: i64) -> Result<usize> {
+        match &self.engine {
+            Engine::Sqlite { .. } => Ok(0),
+            Engine::Postgres(pg) => pg.read(|c| partitions::drop_expired(c, before_ms)),
+        }
+    }
+
     pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         match &self.engine {
             Engine::Sqlite { path, idle_readers } => {

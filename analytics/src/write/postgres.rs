@@ -9,12 +9,13 @@
 //! rollup deltas in sorted key order, and commits; only then are the events
 //! acknowledged, the duplicates with the id stored first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::rollups::Deltas;
 use super::{event_id, Committed, Names, SessionState, INSERT_EVENT};
 use crate::db::{self, params, Params};
 use crate::model::{Ack, NewEvent};
+use crate::store::partitions;
 use crate::{Error, Result};
 
 pub(crate) struct PgWriter {
@@ -23,18 +24,21 @@ pub(crate) struct PgWriter {
     /// failover): the groups in flight fail with 503, the next one reconnects.
     reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>,
     names: Names,
+    /// The days whose event partition this writer has seen exist.
+    days: HashSet<i64>,
 }
 
 pub(crate) struct PgGroup<'a> {
     conn: &'a db::Connection,
     names: &'a mut Names,
+    days: &'a mut HashSet<i64>,
     /// The group's events, with the ids given to them, in arrival order.
     events: Vec<(NewEvent, uuid::Uuid)>,
 }
 
 impl PgWriter {
     pub fn new(conn: db::Connection, reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>) -> PgWriter {
-        PgWriter { conn, reconnect, names: Names::default() }
+        PgWriter { conn, reconnect, names: Names::default(), days: HashSet::new() }
     }
 
     pub fn begin(&mut self) -> Result<PgGroup<'_>> {
@@ -42,7 +46,7 @@ impl PgWriter {
             self.conn = (self.reconnect)()?;
         }
         pg(&self.conn)?.begin()?;
-        Ok(PgGroup { conn: &self.conn, names: &mut self.names, events: Vec::new() })
+        Ok(PgGroup { conn: &self.conn, names: &mut self.names, days: &mut self.days, events: Vec::new() })
     }
 }
 
@@ -70,23 +74,40 @@ impl PgGroup<'_> {
     pub fn commit(mut self) -> Result<Committed> {
         let conn = self.conn;
         let events = std::mem::take(&mut self.events);
-        let written = claim_event_ids(conn, events).and_then(|(events, committed)| {
-            write_events(conn, self.names, &events)?;
-            Ok(committed)
-        });
-        match written {
-            Ok(committed) => {
-                pg(conn)?.commit()?;
+        let written = ensure_partitions(conn, self.days, &events)
+            .and_then(|()| claim_event_ids(conn, events))
+            .and_then(|(events, committed)| {
+                write_events(conn, self.names, &events)?;
                 Ok(committed)
-            }
+            });
+        let outcome = match written {
+            Ok(committed) => pg(conn)?.commit().map(|()| committed),
             Err(e) => {
                 if let Err(undo) = pg(conn)?.rollback() {
                     tracing::error!(error = %undo, "rolling back a failed group failed");
                 }
                 Err(e)
             }
+        };
+        if outcome.is_err() {
+            // A partition seen may have been dropped since (retention): look again.
+            self.days.clear();
+        }
+        outcome
+    }
+}
+
+/// Makes sure the partitions of the days the events arrived on exist, before
+/// anything else the group does at commit (see [`partitions::ensure`]).
+fn ensure_partitions(conn: &db::Connection, known: &mut HashSet<i64>, events: &[(NewEvent, uuid::Uuid)]) -> Result<()> {
+    for (e, _) in events {
+        let day = partitions::day_of(e.received_at.timestamp_millis());
+        if !known.contains(&day) {
+            partitions::ensure(conn, day)?;
+            known.insert(day);
         }
     }
+    Ok(())
 }
 
 /// Claims the client event ids of a group's events in two round trips, and

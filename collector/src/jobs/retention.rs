@@ -19,7 +19,9 @@ pub async fn run(ctx: Ctx) -> anyhow::Result<()> {
     let rollup_cutoff = days_before(now, i64::from(ctx.config.rollup_retention_days))?.timestamp() / 3600;
     let outbox_cutoff = days_before(now, SETTLED_RETENTION_DAYS)?.timestamp_millis();
 
-    let raw = repeat(&ctx, move |c| retention::purge_raw_events(c, raw_cutoff, BATCH)).await?;
+    let store = ctx.store.clone();
+    let mut raw = tokio::task::spawn_blocking(move || store.drop_expired_event_days(raw_cutoff)).await??;
+    raw += repeat(&ctx, move |c| retention::purge_raw_events(c, raw_cutoff, BATCH)).await?;
     let sessions = purge_sessions(&ctx, raw_cutoff).await?;
     let mut rollups = 0;
     for site in ctx.read(retention::all_site_seqs).await? {
