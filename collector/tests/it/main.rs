@@ -25,6 +25,7 @@ mod headers;
 mod keys;
 mod limiter_memory;
 mod multinode;
+mod multinode_jobs;
 mod openapi;
 mod ops;
 mod outbound;
