@@ -17,6 +17,7 @@ mod dashboard_reports;
 mod data_safety;
 mod delivery;
 mod demo;
+mod differential;
 mod errors;
 mod events;
 mod exports;
