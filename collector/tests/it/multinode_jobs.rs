@@ -16,9 +16,13 @@ use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Sessions holding the leader's advisory lock (the store's key 0x706f_7374_6572_6e02, as pg_locks splits it).
+/// Sessions holding the leader's advisory lock on this database (the
+/// store's key 0x706f_7374_6572_6e02, as pg_locks splits it; the view shows
+/// every database of the cluster, where other tests' nodes lead).
 const LEADER_LOCK_HOLDERS: &str =
-    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1886352244 AND objid = 1701998082 AND objsubid = 1 AND granted";
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND classid = 1886352244 AND objid = 1701998082 AND objsubid = 1";
 
 /// Monday 08:00 in Paris, `weeks_ago` weeks before this week's Monday.
 fn monday_eight(weeks_ago: u64) -> DateTime<Utc> {
