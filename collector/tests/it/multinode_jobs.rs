@@ -104,18 +104,19 @@ fn wait_for_runs(nodes: &[&TestApp], site: &str, report: &str, n: usize) -> Valu
             );
             return listed[0][0].clone();
         }
-        let logs: Vec<String> = nodes.iter().map(|node| node.logs()).collect();
-        assert!(
-            Instant::now() < deadline,
-            "no run {n} within {WAIT:?}; logs:\n{}",
-            logs.join("\n----\n")
-        );
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = nodes.iter().map(|node| node.logs()).collect();
+            panic!(
+                "no run {n} within {WAIT:?}; logs:\n{}",
+                logs.join("\n----\n")
+            );
+        }
         thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// Receives the run's e-mail to each recipient.
-fn mails_for(smtp: &SmtpReceiver) {
+fn mails_for(smtp: &SmtpReceiver, run: &Value) {
     let mut mails = vec![smtp.next_message(WAIT), smtp.next_message(WAIT)];
     mails.sort_by_key(|m| m["rcpt_tos"][0].as_str().unwrap().to_owned());
     let to: Vec<&Value> = mails.iter().map(|m| &m["rcpt_tos"]).collect();
@@ -126,8 +127,14 @@ fn mails_for(smtp: &SmtpReceiver) {
     );
     for m in &mails {
         let subject = m["subject"].as_str().unwrap();
+        let period = format!(
+            "({} to {})",
+            run["period"]["start"].as_str().unwrap(),
+            run["period"]["end"].as_str().unwrap()
+        );
         assert!(
-            subject.starts_with("Site weekly.example.com: Weekly report"),
+            subject.starts_with("Site weekly.example.com: Weekly report")
+                && subject.ends_with(&period),
             "{subject}"
         );
         assert!(m["text"].as_str().unwrap().contains("Sessions"), "{m:#}");
@@ -233,7 +240,7 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
         "{run}"
     );
     assert_eq!(run["trigger"], "schedule", "{run}");
-    mails_for(&smtp);
+    mails_for(&smtp, &run);
     let got = hook.wait_for(1, WAIT);
     assert_eq!(got[0].header("postern-event"), "weekly_report");
     assert_eq!(got[0].json()["data"]["run_id"], run["id"]);
@@ -270,7 +277,7 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
         "{run}"
     );
     assert_eq!(run["trigger"], "schedule", "{run}");
-    mails_for(&smtp);
+    mails_for(&smtp, &run);
     let got = hook.wait_for(2, WAIT);
     assert_eq!(got[1].json()["data"]["run_id"], run["id"]);
     settle(&survivors, &site, 6, restarted);
