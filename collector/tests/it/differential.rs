@@ -491,16 +491,22 @@ fn reads(days: u32, now: DateTime<Utc>) -> Vec<String> {
     for q in ["", "?days=1", "?days=7", "?days=30"] {
         paths.push(format!("/v1/analytics/sites/SITE/ab-testing{q}"));
     }
-    for t in [
-        "",
-        "&event_type=pageview",
-        "&event_type=adblock_detected",
-        "&event_type=wall_displayed",
-        "&event_type=conversion_allowlist",
-        "&event_type=sdk_blocked",
-    ] {
-        paths.push(format!("/v1/events/sites/SITE?limit=1000{t}"));
+    let types = [
+        "pageview",
+        "adblock_detected",
+        "wall_displayed",
+        "wall_dismissed",
+        "wall_help_opened",
+        "verification_failed",
+        "conversion_allowlist",
+        "conversion_subscribe",
+        "sdk_blocked",
+    ];
+    paths.push("/v1/events/sites/SITE?limit=1000".to_owned());
+    for t in types {
+        paths.push(format!("/v1/events/sites/SITE?limit=1000&event_type={t}"));
     }
+    paths.push("/v1/events/sites/SITE?limit=20&offset=10&event_type=pageview".to_owned());
     for (limit, offset) in [(50, 0), (50, 50), (50, 100), (7, 3), (1, 0), (10, 5000)] {
         paths.push(format!(
             "/v1/events/sites/SITE?limit={limit}&offset={offset}"
