@@ -621,7 +621,7 @@ fn reports(nodes: &mut [Node; 2], s: usize, since: DateTime<Utc>) -> Vec<(String
     answers
 }
 
-/// The first line where `a` and `b` differ, with its neighbours.
+/// Where `a` and `b` first differ, with 200 bytes either side.
 fn first_difference(a: &str, b: &str) -> String {
     let at = a
         .bytes()
