@@ -24,6 +24,7 @@ pub mod outbox;
 pub mod query;
 pub mod report;
 pub mod retention;
+pub mod shared;
 pub mod sites;
 pub mod store;
 pub mod web_sessions;

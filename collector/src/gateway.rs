@@ -195,83 +195,93 @@ enum Admission {
     Preflight(Option<Decision>),
 }
 
+/// What to do with a request; a database that the shared rate windows cannot
+/// reach refuses it (503).
 async fn admit(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &HeaderMap, ip: IpAddr, now: i64) -> Admission {
+    admit_or_fail(ctx, class, method, path, headers, ip, now).await.unwrap_or_else(|e| Admission::Refuse(None, e))
+}
+
+async fn admit_or_fail(ctx: &Ctx, class: Class, method: &Method, path: &str, headers: &HeaderMap, ip: IpAddr, now: i64) -> Result<Admission, ApiError> {
     let limits = (ctx.config.rate_limit_ingest, ctx.config.rate_limit_api);
     let limiter = &ctx.limiter;
     let net = client_network(ip);
-    match class {
+    Ok(match class {
         Class::Ops => Admission::Pass(None, None),
         Class::Dashboard => {
             // A wall preview (its page, and the SDK's cookie-less requests to
             // its sandbox) counts against its live draft token: each load
             // makes about four requests, and editing reloads it often.
-            let preview = crate::dashboard::preview_token(path).filter(|(site, token)| ctx.previews.is_live(*site, token));
+            let preview = match crate::dashboard::preview_token(path) {
+                Some((site, token)) => crate::dashboard::live_draft(ctx, site, token).await?.then_some(token),
+                None => None,
+            };
             let (bucket, limit) = match preview {
-                Some((_, token)) => (Bucket::Preview(hash_secret(token)), limits.1.saturating_mul(PREVIEW_LIMIT_FACTOR)),
+                Some(token) => (Bucket::Preview(hash_secret(token)), limits.1.saturating_mul(PREVIEW_LIMIT_FACTOR)),
                 None => match live_session(ctx, headers).await {
                     Some(session) => (Bucket::Session(session), limits.1),
                     None => (Bucket::Public(net), limits.1),
                 },
             };
-            let d = limiter.check(bucket, limit, now);
+            let d = limiter.check(bucket, limit, now).await?;
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::Public => {
-            let d = limiter.check(Bucket::Public(net), limits.1, now);
+            let d = limiter.check(Bucket::Public(net), limits.1, now).await?;
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::PublicFiles => {
-            let d = limiter.check(Bucket::PublicFiles(net), ctx.config.rate_limit_public_files, now);
+            let d = limiter.check(Bucket::PublicFiles(net), ctx.config.rate_limit_public_files, now).await?;
             refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
         }
         Class::Ingest => {
-            let d = limiter.check(Bucket::IngestAddress(net), limits.0, now);
+            let d = limiter.check(Bucket::IngestAddress(net), limits.0, now).await?;
             let token = match auth::bearer_token(headers) {
                 Ok(t) => t,
-                Err(e) => return failed_auth(ctx, net, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e).await,
             };
             if let Some(refusal) = refuse_if_over(d, now) {
-                return refusal;
+                return Ok(refusal);
             }
             if method == Method::OPTIONS {
-                return Admission::Preflight(d);
+                return Ok(Admission::Preflight(d));
             }
             let Some(token) = token else {
                 return match keyless_refusal(path, headers) {
-                    Some(e) => failed_auth(ctx, net, now, e),
-                    None => Admission::Pass(d, None),
+                    Some(e) => failed_auth(ctx, net, now, e).await,
+                    None => Ok(Admission::Pass(d, None)),
                 };
             };
             match auth::authenticate(ctx, token).await {
                 Ok(p) => {
                     // Only a verified key gets a bucket: made-up tokens cannot grow the table.
-                    let per_key = limiter.check(Bucket::IngestKey(p.key.id), limits.0, now);
+                    let per_key = limiter.check(Bucket::IngestKey(p.key.id), limits.0, now).await?;
                     let d = match (d, per_key) {
                         (Some(a), Some(b)) => Some(a.stricter(b)),
                         (a, b) => a.or(b),
                     };
                     refuse_if_over(d, now).unwrap_or(Admission::Pass(d, Some(p)))
                 }
-                Err(e) => failed_auth(ctx, net, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e).await,
             }
         }
         Class::Api => {
             let token = match auth::bearer_token(headers) {
                 Ok(Some(t)) => t,
                 Ok(None) => {
-                    return failed_auth(ctx, net, now, ApiError::unauthenticated("required", "an API key is required: Authorization: Bearer <API key>"))
+                    let e = ApiError::unauthenticated("required", "an API key is required: Authorization: Bearer <API key>");
+                    return failed_auth(ctx, net, now, e).await;
                 }
-                Err(e) => return failed_auth(ctx, net, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e).await,
             };
             match auth::authenticate(ctx, token).await {
                 Ok(p) => {
-                    let d = limiter.check(Bucket::Key(p.key.id), limits.1, now);
+                    let d = limiter.check(Bucket::Key(p.key.id), limits.1, now).await?;
                     refuse_if_over(d, now).unwrap_or(Admission::Pass(d, Some(p)))
                 }
-                Err(e) => failed_auth(ctx, net, now, e),
+                Err(e) => return failed_auth(ctx, net, now, e).await,
             }
         }
-    }
+    })
 }
 
 /// Why an ingestion request without a key is refused before its body is
@@ -311,12 +321,12 @@ fn session_cookie(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Failed authentication is limited per address, so keys cannot be guessed at speed.
-fn failed_auth(ctx: &Ctx, net: IpAddr, now: i64, err: ApiError) -> Admission {
+async fn failed_auth(ctx: &Ctx, net: IpAddr, now: i64, err: ApiError) -> Result<Admission, ApiError> {
     if err.status.is_server_error() {
-        return Admission::Refuse(None, err);
+        return Ok(Admission::Refuse(None, err));
     }
-    let d = ctx.limiter.check(Bucket::FailedAuth(net), ctx.config.rate_limit_api, now);
-    refuse_if_over(d, now).unwrap_or(Admission::Refuse(d, err))
+    let d = ctx.limiter.check(Bucket::FailedAuth(net), ctx.config.rate_limit_api, now).await?;
+    Ok(refuse_if_over(d, now).unwrap_or(Admission::Refuse(d, err)))
 }
 
 fn refuse_if_over(d: Option<Decision>, now: i64) -> Option<Admission> {

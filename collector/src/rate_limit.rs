@@ -9,16 +9,23 @@
 //! the current one, and every [`WINDOW_SECS`] the previous generation (all
 //! expired by then) is dropped, so expired windows go without a scan. A shard
 //! that reaches its share of [`MAX_WINDOWS`] drops its older generation early.
+//!
+//! When several nodes serve from one database, the buckets of verified keys
+//! and sites (what every node must count together) are counted there instead,
+//! one statement per check ([`analytics::shared`]); the others stay per node.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
+use analytics::Store;
 use http::HeaderMap;
 use uuid::Uuid;
+
+use crate::error::ApiError;
 
 pub const WINDOW_SECS: i64 = 60;
 /// Independent locks, so requests on two cores rarely wait for each other.
@@ -26,6 +33,9 @@ const SHARDS: usize = 16;
 /// The most windows kept in all: about 100 bytes each, a few MB at most.
 pub const MAX_WINDOWS: usize = 65_536;
 const SHARD_CAP: usize = MAX_WINDOWS / SHARDS;
+/// Expired shared windows a node deletes at most once a second: far more than
+/// keys and sites can start in a second.
+const SWEEP: u32 = 1000;
 
 /// The network a client address is counted as: an IPv4 address itself, an
 /// IPv6 address by its /64 (the block one subscriber usually holds whole, so
@@ -66,6 +76,22 @@ pub enum Bucket {
     Preview([u8; 32]),
     /// Events per site, for the optional per-site ceiling.
     SiteEvents(Uuid),
+}
+
+impl Bucket {
+    /// The bucket's name in the shared windows, for the buckets every node
+    /// must count together: a key's or a site's, whichever node the load
+    /// balancer picks. Address buckets stay per node (the load balancer is
+    /// expected to send one client to one node), as do a session's and a
+    /// draft's, which only page through the dashboard.
+    fn shared_name(&self) -> Option<String> {
+        match self {
+            Bucket::IngestKey(id) => Some(format!("ingest-key:{id}")),
+            Bucket::Key(id) => Some(format!("key:{id}")),
+            Bucket::SiteEvents(id) => Some(format!("site-events:{id}")),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,31 +174,82 @@ impl Shard {
     }
 }
 
-#[derive(Debug)]
 pub struct RateLimiter {
     shards: Vec<Mutex<Shard>>,
     hasher: RandomState,
     evicted: AtomicU64,
+    /// The database the shared buckets are counted in, when other nodes serve from it too.
+    shared: Option<Arc<Store>>,
+    /// The second this node last swept expired shared windows.
+    swept_at: AtomicI64,
+}
+
+impl std::fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimiter").field("shared", &self.shared.is_some()).finish_non_exhaustive()
+    }
 }
 
 impl Default for RateLimiter {
     fn default() -> RateLimiter {
-        RateLimiter { shards: (0..SHARDS).map(|_| Mutex::default()).collect(), hasher: RandomState::new(), evicted: AtomicU64::new(0) }
+        RateLimiter {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+            hasher: RandomState::new(),
+            evicted: AtomicU64::new(0),
+            shared: None,
+            swept_at: AtomicI64::new(0),
+        }
     }
 }
 
 impl RateLimiter {
+    /// A limiter for a collector on `store`: the shared buckets are counted
+    /// in it when other nodes serve from it too, else in memory like the rest.
+    pub fn new(store: &Arc<Store>) -> RateLimiter {
+        RateLimiter { shared: store.is_shared().then(|| store.clone()), ..RateLimiter::default() }
+    }
+
     /// Counts one request against `bucket`; `None` when `limit` is 0 (disabled).
-    pub fn check(&self, bucket: Bucket, limit: u32, now: i64) -> Option<Decision> {
-        self.check_n(bucket, 1, limit, now)
+    pub async fn check(&self, bucket: Bucket, limit: u32, now: i64) -> Result<Option<Decision>, ApiError> {
+        self.check_n(bucket, 1, limit, now).await
     }
 
     /// Counts `n` units (events of a batch) against `bucket`: all of them, or
-    /// none when they would take the window past `limit`.
-    pub fn check_n(&self, bucket: Bucket, n: u32, limit: u32, now: i64) -> Option<Decision> {
+    /// none when they would take the window past `limit`. Only a shared
+    /// bucket on a shared database waits (for one statement), and only it can
+    /// fail (503 when the database cannot be reached).
+    pub async fn check_n(&self, bucket: Bucket, n: u32, limit: u32, now: i64) -> Result<Option<Decision>, ApiError> {
         if limit == 0 {
-            return None;
+            return Ok(None);
         }
+        match (&self.shared, bucket.shared_name()) {
+            (Some(store), Some(name)) => self.count_shared(store.clone(), name, n, limit, now).await.map(Some),
+            _ => Ok(Some(self.count_here(bucket, n, limit, now))),
+        }
+    }
+
+    async fn count_shared(&self, store: Arc<Store>, name: String, n: u32, limit: u32, now: i64) -> Result<Decision, ApiError> {
+        let last = self.swept_at.load(Ordering::Relaxed);
+        let sweep = now > last && self.swept_at.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+        let w = tokio::task::spawn_blocking(move || {
+            store.read(|c| {
+                let w = analytics::shared::count_requests(c, &name, n, limit, WINDOW_SECS, now)?;
+                if sweep {
+                    // Sweeping is housekeeping: its failure must not refuse the request counted.
+                    if let Err(e) = analytics::shared::sweep_windows(c, now, SWEEP) {
+                        tracing::warn!(error = %e, "sweeping expired rate windows failed");
+                    }
+                }
+                Ok(w)
+            })
+        })
+        .await
+        .map_err(ApiError::internal)??;
+        Ok(Decision { allowed: w.allowed, limit, remaining: limit.saturating_sub(w.count), reset: w.expires_at })
+    }
+
+    /// Counts in this process's own windows.
+    fn count_here(&self, bucket: Bucket, n: u32, limit: u32, now: i64) -> Decision {
         let shard = &self.shards[self.hasher.hash_one(&bucket) as usize % SHARDS];
         let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
         let w = shard.window(bucket, now, &self.evicted);
@@ -180,7 +257,7 @@ impl RateLimiter {
         if allowed {
             w.count += n;
         }
-        Some(Decision { allowed, limit, remaining: limit - w.count, reset: w.start + WINDOW_SECS })
+        Decision { allowed, limit, remaining: limit - w.count, reset: w.start + WINDOW_SECS }
     }
 
     /// How many windows are kept now (for `/metrics`).
@@ -197,6 +274,16 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures_util::FutureExt;
+
+    /// Without a shared store nothing waits, so the answer is ready at once.
+    fn check_n(rl: &RateLimiter, bucket: Bucket, n: u32, limit: u32, now: i64) -> Option<Decision> {
+        rl.check_n(bucket, n, limit, now).now_or_never().expect("ready at once").expect("infallible in memory")
+    }
+
+    fn check(rl: &RateLimiter, bucket: Bucket, limit: u32, now: i64) -> Option<Decision> {
+        check_n(rl, bucket, 1, limit, now)
+    }
 
     fn ip() -> IpAddr {
         "127.0.0.1".parse().unwrap()
@@ -206,15 +293,15 @@ mod tests {
     fn refuses_the_request_after_the_limit_until_the_window_ends() {
         let rl = RateLimiter::default();
         for i in 0..3 {
-            let d = rl.check(Bucket::Public(ip()), 3, 1000 + i).unwrap();
+            let d = check(&rl, Bucket::Public(ip()), 3, 1000 + i).unwrap();
             assert!(d.allowed);
             assert_eq!(d.remaining, 2 - i as u32);
             assert_eq!(d.reset, 1060);
         }
-        let d = rl.check(Bucket::Public(ip()), 3, 1059).unwrap();
+        let d = check(&rl, Bucket::Public(ip()), 3, 1059).unwrap();
         assert!(!d.allowed);
         assert_eq!((d.remaining, d.retry_after(1059)), (0, 1));
-        let d = rl.check(Bucket::Public(ip()), 3, 1060).unwrap();
+        let d = check(&rl, Bucket::Public(ip()), 3, 1060).unwrap();
         assert!(d.allowed);
         assert_eq!((d.remaining, d.reset), (2, 1120));
     }
@@ -222,10 +309,10 @@ mod tests {
     #[test]
     fn buckets_are_independent_and_zero_disables() {
         let rl = RateLimiter::default();
-        assert!(rl.check(Bucket::Public(ip()), 1, 0).unwrap().allowed);
-        assert!(!rl.check(Bucket::Public(ip()), 1, 0).unwrap().allowed);
-        assert!(rl.check(Bucket::FailedAuth(ip()), 1, 0).unwrap().allowed);
-        assert!(rl.check(Bucket::Public(ip()), 0, 0).is_none());
+        assert!(check(&rl, Bucket::Public(ip()), 1, 0).unwrap().allowed);
+        assert!(!check(&rl, Bucket::Public(ip()), 1, 0).unwrap().allowed);
+        assert!(check(&rl, Bucket::FailedAuth(ip()), 1, 0).unwrap().allowed);
+        assert!(check(&rl, Bucket::Public(ip()), 0, 0).is_none());
     }
 
     #[test]
@@ -242,11 +329,11 @@ mod tests {
     #[test]
     fn a_batch_counts_all_its_units_or_none() {
         let rl = RateLimiter::default();
-        assert!(rl.check_n(Bucket::Public(ip()), 8, 10, 0).unwrap().allowed);
-        let d = rl.check_n(Bucket::Public(ip()), 3, 10, 0).unwrap();
+        assert!(check_n(&rl, Bucket::Public(ip()), 8, 10, 0).unwrap().allowed);
+        let d = check_n(&rl, Bucket::Public(ip()), 3, 10, 0).unwrap();
         assert!(!d.allowed);
         assert_eq!(d.remaining, 2, "a refused batch takes nothing");
-        assert!(rl.check_n(Bucket::Public(ip()), 2, 10, 0).unwrap().allowed);
+        assert!(check_n(&rl, Bucket::Public(ip()), 2, 10, 0).unwrap().allowed);
     }
 
     #[test]
@@ -265,16 +352,16 @@ mod tests {
         let rl = RateLimiter::default();
         let site = |i: u32| Bucket::SiteEvents(Uuid::from_u128(i.into()));
         for i in 0..1000 {
-            rl.check(site(i), 5, 0);
+            check(&rl, site(i), 5, 0);
         }
         assert_eq!(rl.windows(), 1000);
-        assert_eq!(rl.check(Bucket::Public(ip()), 5, 60).unwrap().reset, 120);
+        assert_eq!(check(&rl, Bucket::Public(ip()), 5, 60).unwrap().reset, 120);
         for i in 1000..2000 {
-            rl.check(site(i), 5, 70);
+            check(&rl, site(i), 5, 70);
         }
-        assert_eq!(rl.check(Bucket::Public(ip()), 5, 100).unwrap().remaining, 3, "a live window survives a swap");
+        assert_eq!(check(&rl, Bucket::Public(ip()), 5, 100).unwrap().remaining, 3, "a live window survives a swap");
         for i in 2000..3000 {
-            rl.check(site(i), 5, 140);
+            check(&rl, site(i), 5, 140);
         }
         assert_eq!(rl.windows(), 2001, "the windows of second 0 are gone without a sweep");
     }
@@ -283,7 +370,7 @@ mod tests {
     fn the_table_never_holds_more_than_its_cap() {
         let rl = RateLimiter::default();
         for i in 0..(MAX_WINDOWS as u128 * 3) {
-            rl.check(Bucket::SiteEvents(Uuid::from_u128(i)), 5, 0);
+            check(&rl, Bucket::SiteEvents(Uuid::from_u128(i)), 5, 0);
         }
         assert!(rl.windows() <= MAX_WINDOWS, "{}", rl.windows());
         assert!(rl.evicted() > 0);

@@ -46,7 +46,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let ctx = Arc::new(AppState { config, store, writer, limiter: RateLimiter::default(), metrics, directory: Default::default(), geo, demo_site: Default::default(), previews: Default::default(), tasks: Default::default() });
+    let limiter = RateLimiter::new(&store);
+    let ctx = Arc::new(AppState { config, store, writer, limiter, metrics, directory: Default::default(), geo, demo_site: Default::default(), tasks: Default::default() });
 
     // Handlers go in before the listening line: a SIGTERM sent as soon as we
     // announce readiness must already mean a graceful stop.

@@ -22,9 +22,6 @@ pub struct AppState {
     pub geo: CountryResolver,
     /// The demo site's id, once `serve --demo` has created it (the demo pages name it).
     pub demo_site: std::sync::OnceLock<uuid::Uuid>,
-    /// The wall editor's unsaved drafts being previewed (the gateway counts
-    /// requests carrying a live draft's token against that token).
-    pub previews: Arc<crate::dashboard::Drafts>,
     /// The supervised background tasks' health, for `/readyz` and `/metrics`.
     pub tasks: crate::supervisor::Tasks,
 }

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("sql/0012_integer_index_keys.sql"),
     include_str!("sql/0013_hot_index_level_in_memory.sql"),
     include_str!("sql/0014_keep_utm_and_outbox_retention.sql"),
+    include_str!("sql/0015_shared_state.sql"),
 ];
 
 /// The schema version this code writes.

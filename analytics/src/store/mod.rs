@@ -94,6 +94,13 @@ impl Store {
         }
     }
 
+    /// Whether other nodes may serve from this database too (PostgreSQL), so
+    /// that what one process would count or keep in memory must be kept in
+    /// the database ([`crate::shared`]) for any node to serve any request.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.engine, Engine::Postgres(_))
+    }
+
     /// The SQLite file, for what only a file has (free space, integrity check, backups).
     pub fn sqlite_path(&self) -> Option<&Path> {
         match &self.engine {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::db::{params, Connection, Driver};
 use crate::{Error, Result};
 
-const MIGRATIONS: &[&str] = &[include_str!("sql/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("sql/postgres/0001_init.sql"), include_str!("sql/postgres/0002_shared_state.sql")];
 
 /// The schema version this code writes.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

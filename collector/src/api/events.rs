@@ -90,7 +90,7 @@ async fn events_track(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
     let input = validate::parse_track(&body?)?;
     let site = input.site_id;
     let event = ingest::prepare(&ctx, p.as_ref(), info, &mut SiteCache::default(), input).await?;
-    ingest::charge_sites(&ctx, &HashMap::from([(site, 1)]), info.received_at.timestamp())?;
+    ingest::charge_sites(&ctx, &HashMap::from([(site, 1)]), info.received_at.timestamp()).await?;
     let ack = ctx.writer.track(event).await?;
     Ok(ack_reply(&ack))
 }
@@ -109,7 +109,7 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
     key.require(analytics::model::Scope::Ingest)?;
     let items = validate::parse_batch(&body?)?;
     let n_items = items.len();
-    let budget = ingest::charge_batch(&ctx, p.as_ref(), info, n_items)?;
+    let budget = ingest::charge_batch(&ctx, p.as_ref(), info, n_items).await?;
     let mut per_site: HashMap<uuid::Uuid, u32> = HashMap::new();
     let mut cache = SiteCache::default();
     let mut results: Vec<Value> = Vec::with_capacity(items.len());
@@ -141,7 +141,7 @@ async fn events_batch(ctx: Ctx, p: Option<Principal>, info: &RequestInfo, body: 
         }
     }
     let n_accepted = accepted.len();
-    ingest::charge_sites(&ctx, &per_site, info.received_at.timestamp())?;
+    ingest::charge_sites(&ctx, &per_site, info.received_at.timestamp()).await?;
     if !accepted.is_empty() {
         let acks = ctx.writer.ingest(accepted).await?;
         for (slot, ack) in accepted_at.into_iter().zip(acks) {

@@ -16,7 +16,7 @@ use uuid::Uuid;
 use warp::reply::Response;
 
 use super::sites::site_of;
-use super::{admin_change, page, redirect, Flash, Form, Viewer};
+use super::{admin_change, page, redirect, Flash, FlashPage, Form, Viewer};
 use crate::api::integrations::{check_destination, mask_url, parse_email, parse_events, parse_url};
 use crate::api::json_reply;
 use crate::delivery::{self, EVENTS};
@@ -109,7 +109,7 @@ async fn render(
 pub async fn integrations_page(id: String, ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
     let site = site_of(&ctx, &viewer, &id).await?.id;
-    let created = match viewer.take_flash(|f| matches!(f, Flash::Integration { site: s, .. } if *s == site)) {
+    let created = match viewer.take_flash(&ctx, FlashPage::Integrations(site)).await? {
         Some(Flash::Integration { name, secret, .. }) => Some(minijinja::context! { name => name, secret => secret }),
         _ => None,
     };
@@ -168,13 +168,14 @@ pub async fn integrations_create(id: String, ctx: Ctx, viewer: Result<Viewer, Ap
         }
         Err(e) => return Err(e),
     };
-    let seq = site.seq;
-    let new = ctx
-        .writer
-        .apply(move |c| integrations::create(c, &NewIntegration { site: seq, kind, name: &name, target: &target, events: &events }, Utc::now()))
+    let (seq, site_id) = (site.seq, site.id);
+    let flasher = viewer.clone();
+    ctx.writer
+        .apply(move |c| {
+            let new = integrations::create(c, &NewIntegration { site: seq, kind, name: &name, target: &target, events: &events }, Utc::now())?;
+            flasher.flash(c, &Flash::Integration { site: site_id, name: new.name, secret: new.secret })
+        })
         .await?;
-    let site_id = site.id;
-    viewer.flash(Flash::Integration { site: site_id, name: new.name, secret: new.secret });
     Ok(redirect(&format!("/dashboard/sites/{site_id}/integrations#created-title")))
 }
 

@@ -8,7 +8,7 @@ use http::StatusCode;
 use uuid::Uuid;
 use warp::reply::Response;
 
-use super::{admin_change, page, redirect, Flash, Form, Viewer};
+use super::{admin_change, page, redirect, Flash, FlashPage, Form, Viewer};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
@@ -45,7 +45,7 @@ async fn render(
 /// Generate API Key.
 pub async fn keys_page(ctx: Ctx, viewer: Result<Viewer, ApiError>) -> Result<Response, ApiError> {
     let viewer = viewer?;
-    let created = match viewer.take_flash(|f| matches!(f, Flash::Key { .. })) {
+    let created = match viewer.take_flash(&ctx, FlashPage::Keys).await? {
         Some(Flash::Key { name, secret }) => Some(minijinja::context! { secret => secret, name => name }),
         _ => None,
     };
@@ -67,8 +67,13 @@ pub async fn keys_create(ctx: Ctx, viewer: Result<Viewer, ApiError>, form: Resul
         _ => return render(&ctx, &viewer, StatusCode::BAD_REQUEST, None, Some("Choose at least one scope.".to_owned())).await,
     };
     let account = viewer.account_id();
-    let new = ctx.writer.apply(move |c| accounts::create_key(c, account, &name, &scopes, Utc::now())).await?;
-    viewer.flash(Flash::Key { name: new.key.name, secret: new.secret });
+    let flasher = viewer.clone();
+    ctx.writer
+        .apply(move |c| {
+            let new = accounts::create_key(c, account, &name, &scopes, Utc::now())?;
+            flasher.flash(c, &Flash::Key { name: new.key.name, secret: new.secret })
+        })
+        .await?;
     Ok(redirect("/dashboard/settings/api#created-title"))
 }
 

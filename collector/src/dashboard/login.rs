@@ -8,12 +8,13 @@
 //! themselves run a few at a time ([`PasswordSlots`]). The counts are per
 //! e-mail address and client address together (someone guessing from one
 //! place locks out that place only), with a higher ceiling per e-mail address
-//! from anywhere and one per client address.
+//! from anywhere and one per client address. They are kept in the database
+//! ([`analytics::shared`]), so guesses spread over several nodes count
+//! together and a restart forgets none.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use analytics::accounts;
 use analytics::web_sessions;
@@ -40,70 +41,38 @@ const MAX_ATTEMPTS_PER_EMAIL: u32 = 100;
 /// or this many from one client address whatever the e-mail, further attempts
 /// are refused until the window ends.
 const MAX_ATTEMPTS_PER_ADDRESS: u32 = 20;
-/// Expired throttle windows are swept (at most once a second) when the table
-/// grows past this.
-const SWEEP_AT: usize = 10_000;
 
-/// Sign-in attempts per e-mail and client address, per e-mail and per client
-/// address, in fixed windows; and the slots password checks run in.
+/// The slots password checks run in (per node: they bound this machine's CPU).
 pub struct LoginThrottle {
-    attempts: Mutex<Attempts>,
     slots: PasswordSlots,
-}
-
-#[derive(Default)]
-struct Attempts {
-    counts: HashMap<String, (i64, u32)>,
-    swept_at: i64,
 }
 
 impl Default for LoginThrottle {
     fn default() -> LoginThrottle {
-        LoginThrottle { attempts: Mutex::default(), slots: PasswordSlots::per_cpu() }
+        LoginThrottle { slots: PasswordSlots::per_cpu() }
     }
 }
 
-impl LoginThrottle {
-    /// Counts an attempt against every key at once, unless one of them is at
-    /// its limit: then nothing is counted and the seconds to wait are returned.
-    fn begin(&self, keys: &[(String, u32)], now: i64) -> Result<(), u64> {
-        let mut table = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
-        if table.counts.len() > SWEEP_AT && now > table.swept_at {
-            table.counts.retain(|_, (start, _)| now < *start + THROTTLE_WINDOW_SECS);
-            table.swept_at = now;
-        }
-        let wait = keys
-            .iter()
-            .filter_map(|(key, limit)| table.counts.get(key).filter(|(start, n)| now < start + THROTTLE_WINDOW_SECS && n >= limit))
-            .map(|(start, _)| (start + THROTTLE_WINDOW_SECS - now).max(1) as u64)
-            .max();
-        if let Some(wait) = wait {
-            return Err(wait);
-        }
-        for (key, _) in keys {
-            let entry = table.counts.entry(key.clone()).or_insert((now, 0));
-            if now >= entry.0 + THROTTLE_WINDOW_SECS {
-                *entry = (now, 0);
-            }
-            entry.1 += 1;
-        }
-        Ok(())
-    }
+/// Counts an attempt against every key at once, unless one of them is at its
+/// limit: then nothing is counted and the seconds to wait are returned.
+async fn begin(ctx: &Ctx, keys: &[(String, u32)], now: i64) -> Result<Result<(), u64>, ApiError> {
+    let keys = keys.to_vec();
+    ctx.writer.apply(move |c| analytics::shared::begin_sign_in(c, &keys, THROTTLE_WINDOW_SECS, now)).await
+}
 
-    /// Takes back an attempt [`begin`](Self::begin) counted: it succeeded, or
-    /// its password was never checked.
-    fn give_back(&self, keys: &[(String, u32)], now: i64) {
-        let mut table = self.attempts.lock().unwrap_or_else(|e| e.into_inner());
-        for (key, _) in keys {
-            if let Some((_, n)) = table.counts.get_mut(key).filter(|(start, _)| now < *start + THROTTLE_WINDOW_SECS) {
-                *n = n.saturating_sub(1);
+/// Takes back an attempt [`begin`] counted (it succeeded, or its password was
+/// never checked); `forgive` also forgets the earlier ones of the first key.
+async fn give_back(ctx: &Ctx, keys: &[(String, u32)], now: i64, forgive: bool) -> Result<(), ApiError> {
+    let keys: Vec<String> = keys.iter().map(|(k, _)| k.clone()).collect();
+    ctx.writer
+        .apply(move |c| {
+            analytics::shared::give_back_sign_in(c, &keys, now)?;
+            match keys.first().filter(|_| forgive) {
+                Some(pair) => analytics::shared::clear_sign_in(c, pair),
+                None => Ok(()),
             }
-        }
-    }
-
-    fn clear(&self, key: &str) {
-        self.attempts.lock().unwrap_or_else(|e| e.into_inner()).counts.remove(key);
-    }
+        })
+        .await
 }
 
 /// The throttle's keys for one attempt, each with its limit; the first is the
@@ -186,7 +155,7 @@ pub async fn login_submit(
 
     let now = Utc::now().timestamp();
     let keys = throttle_keys(&email, addr);
-    if let Err(wait) = throttle.begin(&keys, now) {
+    if let Err(wait) = begin(&ctx, &keys, now).await? {
         // The form again, so the message sits where the user is looking and they can retry later.
         let msg = format!("Too many failed sign-ins. Try again in {} minutes.", wait.div_ceil(60));
         let mut res = login_form(StatusCode::TOO_MANY_REQUESTS, secure, &token, &email, &next, Some(&msg))?;
@@ -198,7 +167,7 @@ pub async fn login_submit(
     let user = ctx.read(move |c| accounts::find_user_by_email(c, &lookup)).await?;
     let hash = user.as_ref().map(|u| u.password_hash.clone());
     let Some(matched) = throttle.slots.verify(password, hash).await? else {
-        throttle.give_back(&keys, now);
+        give_back(&ctx, &keys, now, false).await?;
         ctx.metrics.password_checks_refused.fetch_add(1, Ordering::Relaxed);
         let msg = "Too many people are signing in at this moment. Try again in a few seconds.";
         let mut res = login_form(StatusCode::SERVICE_UNAVAILABLE, secure, &token, &email, &next, Some(msg))?;
@@ -211,8 +180,7 @@ pub async fn login_submit(
         return login_form(StatusCode::UNAUTHORIZED, secure, &token, &email, &next, Some("Wrong e-mail address or password."));
     };
     // A success is no failure, and forgives this place's earlier failures for this e-mail.
-    throttle.give_back(&keys, now);
-    throttle.clear(&keys[0].0);
+    give_back(&ctx, &keys, now, true).await?;
     let ttl = chrono::Duration::hours(SESSION_HOURS);
     let session = ctx.writer.apply(move |c| web_sessions::open(c, user.id, ttl, Utc::now())).await?;
     let mut res = redirect(&next);
@@ -239,36 +207,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn throttle_counts_attempts_up_to_the_limit_until_the_window_ends() {
-        let t = LoginThrottle::default();
-        let keys = vec![("email:a".to_owned(), 3), ("addr:1".to_owned(), 10)];
-        for _ in 0..3 {
-            assert_eq!(t.begin(&keys, 1000), Ok(()));
-        }
-        assert_eq!(t.begin(&keys, 1000), Err(THROTTLE_WINDOW_SECS as u64), "the fourth is refused");
-        assert_eq!(t.begin(&keys, 1100), Err((THROTTLE_WINDOW_SECS - 100) as u64));
-        t.give_back(&keys, 1100);
-        assert_eq!(t.begin(&keys, 1100), Ok(()), "an attempt given back can be made again");
-        assert_eq!(t.begin(&keys, 1000 + THROTTLE_WINDOW_SECS), Ok(()), "a new window");
-        t.clear("email:a");
-        assert_eq!(t.begin(&[("email:a".to_owned(), 1)], 1001 + THROTTLE_WINDOW_SECS), Ok(()));
-        // A refused attempt counts against none of its keys.
-        let other = vec![("email:a".to_owned(), 1), ("addr:2".to_owned(), 1)];
-        assert!(t.begin(&other, 1001 + THROTTLE_WINDOW_SECS).is_err());
-        assert_eq!(t.begin(&[("addr:2".to_owned(), 1)], 1001 + THROTTLE_WINDOW_SECS), Ok(()));
-    }
-
-    #[test]
     fn one_place_guessing_an_email_locks_out_that_place_only() {
-        let t = LoginThrottle::default();
-        let here: IpAddr = "203.0.113.7".parse().unwrap();
-        let there: IpAddr = "198.51.100.9".parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = analytics::Store::open(dir.path().join("throttle.db")).unwrap();
+        let mut writer = store.open_writer(analytics::store::Durability::Normal).unwrap();
+        let mut begin = |email: &str, ip: &str| {
+            let keys = throttle_keys(email, Some(ip.parse().unwrap()));
+            writer.run(|c| analytics::shared::begin_sign_in(c, &keys, THROTTLE_WINDOW_SECS, 0)).unwrap()
+        };
         for _ in 0..MAX_ATTEMPTS_PER_EMAIL_AND_ADDRESS {
-            t.begin(&throttle_keys("ann@example.com", Some(here)), 0).unwrap();
+            begin("ann@example.com", "203.0.113.7").unwrap();
         }
-        assert!(t.begin(&throttle_keys("ann@example.com", Some(here)), 0).is_err());
-        assert_eq!(t.begin(&throttle_keys("ann@example.com", Some(there)), 0), Ok(()));
-        assert_eq!(t.begin(&throttle_keys("bob@example.com", Some(here)), 0), Ok(()));
+        assert!(begin("ann@example.com", "203.0.113.7").is_err());
+        assert_eq!(begin("ann@example.com", "198.51.100.9"), Ok(()));
+        assert_eq!(begin("bob@example.com", "203.0.113.7"), Ok(()));
     }
 
     #[test]

@@ -40,9 +40,9 @@ use warp::{Filter, Reply};
 use crate::error::ApiError;
 use crate::state::Ctx;
 
-use flash::{Flash, Flashes};
+use flash::{Flash, FlashPage, SessionRef};
 pub use login::LoginThrottle;
-pub use preview::{preview_token, Drafts};
+pub use preview::{live_draft, preview_token};
 
 /// The cookie that carries the session token.
 pub const SESSION_COOKIE: &str = "postern_session";
@@ -55,7 +55,9 @@ pub use crate::gateway::ClientAddr;
 #[derive(Debug, Clone)]
 pub struct Viewer {
     session: WebSession,
-    flashes: Arc<Flashes>,
+    /// What the request's cookie token gives: the session's name in the
+    /// database and the key of its one-time messages.
+    token: SessionRef,
 }
 
 impl Viewer {
@@ -85,14 +87,15 @@ impl Viewer {
         }
     }
 
-    /// Keeps a one-time message for the page this form redirects to.
-    fn flash(&self, f: Flash) {
-        self.flashes.put(&self.session.csrf_token, f);
+    /// Keeps a one-time message for the page this form redirects to, on the
+    /// write connection of the change it reports.
+    fn flash(&self, c: &analytics::Connection, f: &Flash) -> analytics::Result<()> {
+        flash::keep(c, &self.token, f)
     }
 
-    /// This session's one-time message, if `wanted` says this page shows it.
-    fn take_flash(&self, wanted: impl Fn(&Flash) -> bool) -> Option<Flash> {
-        self.flashes.take(&self.session.csrf_token, wanted)
+    /// This session's one-time message for `page`, if it has one.
+    async fn take_flash(&self, ctx: &Ctx, page: FlashPage) -> Result<Option<Flash>, ApiError> {
+        flash::take(ctx, &self.token, page).await
     }
 
     /// What every page's layout needs to know about the viewer.
@@ -154,7 +157,6 @@ impl Form {
 pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
     use warp::{get, path, post};
     let throttle = Arc::new(LoginThrottle::default());
-    let drafts = ctx.previews.clone();
     let c = move || {
         let ctx = ctx.clone();
         warp::any().map(move || ctx.clone())
@@ -163,13 +165,9 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         let throttle = throttle.clone();
         warp::any().map(move || throttle.clone())
     };
-    let flashes = Arc::new(Flashes::default());
     let v = {
         let c = c.clone();
-        move || {
-            let flashes = flashes.clone();
-            c().and(warp::cookie::optional::<String>(SESSION_COOKIE)).then(move |ctx, token| viewer(ctx, token, flashes.clone()))
-        }
+        move || c().and(warp::cookie::optional::<String>(SESSION_COOKIE)).then(viewer)
     };
 
     let auth = path!("dashboard" / "login")
@@ -309,21 +307,15 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .unify()
         .boxed();
 
-    let d = move || {
-        let drafts = drafts.clone();
-        warp::any().map(move || drafts.clone())
-    };
     let preview_pages = path!("dashboard" / "sites" / String / "wall" / "preview")
         .and(post())
         .and(c())
-        .and(d())
         .and(v())
         .and(form())
         .then(preview::preview_create)
         .or(path!("dashboard" / "sites" / String / "wall" / "preview" / String)
             .and(get())
             .and(c())
-            .and(d())
             .and(v())
             .and(query())
             .then(preview::preview_page))
@@ -331,7 +323,7 @@ pub fn routes(ctx: Ctx) -> BoxedFilter<(Result<Response, ApiError>,)> {
         .or(path!("dashboard" / "sites" / String / "wall" / "preview" / String / ..)
             .and(get())
             .and(path::tail())
-            .and(d())
+            .and(c())
             .and(query())
             .then(preview::sandbox_get))
         .unify()
@@ -371,8 +363,10 @@ fn query() -> impl Filter<Extract = (crate::api::Query,), Error = Infallible> + 
 
 /// The session behind the cookie; without one the request is unauthenticated
 /// and its page sends the browser to the login form.
-async fn viewer(ctx: Ctx, token: Option<String>, flashes: Arc<Flashes>) -> Result<Viewer, ApiError> {
-    Ok(Viewer { session: session(ctx, token).await?, flashes })
+async fn viewer(ctx: Ctx, token: Option<String>) -> Result<Viewer, ApiError> {
+    let token_ref = token.as_deref().map(SessionRef::new);
+    let session = session(ctx, token).await?;
+    token_ref.map(|token| Viewer { session, token }).ok_or_else(|| ApiError::unauthenticated("required", "please sign in"))
 }
 
 /// The live session behind the cookie's token.

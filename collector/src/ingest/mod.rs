@@ -98,10 +98,10 @@ pub async fn prepare(
 
 /// Counts `n` more events against each site's optional ceiling
 /// (`--rate-limit-site-events`); over it, the request is refused with 429.
-pub fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -> Result<(), ApiError> {
+pub async fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -> Result<(), ApiError> {
     let limit = state.config.rate_limit_site_events;
     for (&site, &n) in per_site {
-        if let Some(d) = state.limiter.check_n(Bucket::SiteEvents(site), n, limit, now).filter(|d| !d.allowed) {
+        if let Some(d) = state.limiter.check_n(Bucket::SiteEvents(site), n, limit, now).await?.filter(|d| !d.allowed) {
             state.metrics.site_events_refused.fetch_add(u64::from(n), std::sync::atomic::Ordering::Relaxed);
             return Err(ApiError::rate_limited(d.retry_after(now)));
         }
@@ -113,7 +113,7 @@ pub fn charge_sites(state: &AppState, per_site: &HashMap<Uuid, u32>, now: i64) -
 /// the request) against the client's network and the key: the ingestion
 /// budget is in events, whatever the requests carry them in.
 /// Returns the stricter decision, for the answer's rate-limit headers.
-pub fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &RequestInfo, events: usize) -> Result<Option<Decision>, ApiError> {
+pub async fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &RequestInfo, events: usize) -> Result<Option<Decision>, ApiError> {
     let extra = u32::try_from(events.saturating_sub(1)).unwrap_or(u32::MAX);
     if extra == 0 {
         return Ok(None);
@@ -122,7 +122,7 @@ pub fn charge_batch(state: &AppState, principal: Option<&Principal>, info: &Requ
     let buckets = info.network.map(Bucket::IngestAddress).into_iter().chain(principal.map(|p| Bucket::IngestKey(p.key.id)));
     let mut reported: Option<Decision> = None;
     for bucket in buckets {
-        if let Some(d) = state.limiter.check_n(bucket, extra, limit, now) {
+        if let Some(d) = state.limiter.check_n(bucket, extra, limit, now).await? {
             if !d.allowed {
                 return Err(ApiError::rate_limited(d.retry_after(now)));
             }

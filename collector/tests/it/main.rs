@@ -36,6 +36,7 @@ mod reports;
 mod restart;
 mod retention;
 mod sdk;
+mod shared_state;
 mod sign_in;
 mod sites;
 mod supervision;
