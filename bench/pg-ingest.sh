@@ -2,7 +2,9 @@
 # Durable ingestion on PostgreSQL beside SQLite, in the same minutes: one
 # collector on a SQLite file, one on a PostgreSQL database, and three on one
 # PostgreSQL database (each under a wrk of its own with a third of the
-# connections, their rates summed, the worst p99 kept). Run by
+# connections, their rates summed, the worst p99 kept), the three again at half
+# their rate, and analytics latency on a store of BENCH_PG_EVENTS events
+# (default 10 million; 0 skips it). Run by
 # `scripts/bench pg` inside scripts/with-postgres, which names the cluster in
 # POSTERN_TEST_POSTGRES. BIN is the directory of a release postern.
 set -euo pipefail
@@ -67,3 +69,34 @@ echo "PostgreSQL, three nodes         rps=$(cut -d' ' -f1 "$WORK/three.txt" | me
 stored=$(psql -X -At "$DB" -c "SELECT count(*) FROM events")
 dups=$(psql -X -At "$DB" -c "SELECT count(*) - count(DISTINCT client_event_id) FROM events")
 echo "three nodes stored              $stored events, $dups stored twice"
+
+# Half the three nodes' rate: each connection waits between requests so that
+# together they ask for rps/2 (as scripts/bench does for SQLite: a first paced
+# run measures a request's own time, the reported ones wait that much less).
+full=$(cut -d' ' -f1 "$WORK/three.txt" | median)
+delay=$(awk -v r="$full" -v c=$((CONNS * 3)) 'BEGIN {printf "%d", 1000*c/(r/2)}')
+paced() {
+  local loads=()
+  for n in 0 1 2; do load "${URLS[$n]}" "$delay" >"$WORK/half.$n" & loads+=("$!"); done
+  wait "${loads[@]}"
+  cat "$WORK"/half.? | awk '{r += $1; if ($3 > p) p = $3; e += $5} END {printf "%.0f %s %d\n", r, p, e}'
+}
+read -r h_rps _ < <(paced)
+delay=$(awk -v r="$full" -v c=$((CONNS * 3)) -v d="$delay" -v h="$h_rps" 'BEGIN {w = 1000*c/(r/2) - (1000*c/h - d); printf "%d", (w > 0 ? w + 0.5 : 0)}')
+: >"$WORK/half.txt"
+for _ in $(seq "$RUNS"); do paced >>"$WORK/half.txt"; done
+echo "three nodes at half rate        rps=$(cut -d' ' -f1 "$WORK/half.txt" | median) p99_ms=$(cut -d' ' -f2 "$WORK/half.txt" | median) non2xx=$(awk '{s += $3} END {print s}' "$WORK/half.txt") (asked $(( ${full%.*} / 2 )); each connection paced at ${delay} ms)"
+for p in "${NODES[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
+[ "${BENCH_PG_EVENTS:-10000000}" = 0 ] && exit 0
+
+# Analytics on a large store: BENCH_PG_EVENTS (default 10 million) events over
+# 90 days through the real write path, then each endpoint's latency.
+EVENTS=${BENCH_PG_EVENTS:-10000000}
+BIG=$(new_database bench_big)
+echo "seeding $EVENTS events over 90 days (real write path)..." >&2
+seed_start=$(date +%s)
+eval "$("$BIN/seed" "$BIG" "$EVENTS" 90 | awk '{print toupper($1) "=" $2}')"
+echo "seeded PostgreSQL store         $EVENTS events in $(( $(date +%s) - seed_start )) s, $(psql -X -At "$BIG" -c "SELECT pg_size_pretty(pg_database_size(current_database()))")"
+start big "$BIN/postern" serve --db "$BIG" --listen 127.0.0.1:0 --rate-limit-ingest 0 --rate-limit-api 0
+"$BIN/querylat" "$URL" "$KEY" "$SITE" 200 | sed 's/^QUERY /query (PostgreSQL) /'
+kill -TERM "$PID"; wait "$PID" 2>/dev/null || true

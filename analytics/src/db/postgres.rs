@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{NoTls, RowStream, Statement};
 
@@ -159,19 +159,45 @@ impl PgConn {
         Ok(n as usize)
     }
 
-    /// Runs `sql` once for each set of parameters, all sent at once (pipelined:
-    /// one round trip, not one each), in order; every run's rows.
-    pub(crate) fn query_each(&self, sql: &str, runs: Vec<Vec<Value>>) -> Result<Vec<Vec<tokio_postgres::Row>>> {
-        if runs.is_empty() {
+    /// Runs `sql`, an INSERT of one row `VALUES (?1, …, ?N)`, once for every
+    /// run at once: the values go as N arrays and the rows come from
+    /// `unnest`, so many rows cost the server one statement, not one each.
+    /// Rows are inserted in the runs' order (what sorted locking relies on).
+    pub(crate) fn insert_all(&self, sql: &str, runs: Vec<Vec<Value>>) -> Result<Vec<tokio_postgres::Row>> {
+        let Some(width) = runs.first().map(Vec::len) else {
             return Ok(Vec::new());
+        };
+        let key = format!("unnest\n{sql}");
+        let cached = self.statements.borrow().get(&key).cloned();
+        let statement = match cached {
+            Some(s) => s,
+            None => {
+                // The one-row statement tells the type of each value, hence of each array.
+                let types: Vec<String> = self.prepare(sql)?.params().iter().map(|t| format!("{}[]", t.name())).collect();
+                let unnest = unnest_values(sql, &types).ok_or_else(|| Error::Corrupt(format!("not a one-row INSERT: {sql}")))?;
+                let statement = self.prepare(&unnest)?;
+                self.statements.borrow_mut().insert(key, statement.clone());
+                statement
+            }
+        };
+        let mut columns: Vec<Vec<Value>> = (0..width).map(|_| Vec::with_capacity(runs.len())).collect();
+        for run in runs {
+            for (column, value) in columns.iter_mut().zip(run) {
+                column.push(value);
+            }
         }
-        let s = self.prepare(sql)?;
-        let queries = runs.iter().map(|values| self.client.query_raw(&s, values.iter()));
-        self.wait(async {
-            let streams = futures_util::future::try_join_all(queries).await?;
-            futures_util::future::try_join_all(streams.into_iter().map(|rows| rows.try_collect::<Vec<_>>())).await
-        })
-        .map_err(Error::Postgres)
+        self.query_arrays(&statement, &columns)
+    }
+
+    /// Runs `sql`, whose parameters are arrays (`CAST(?1 AS bigint[])`), with `columns` as them.
+    pub(crate) fn query_columns(&self, sql: &str, columns: &[Vec<Value>]) -> Result<Vec<tokio_postgres::Row>> {
+        let statement = self.prepare(sql)?;
+        self.query_arrays(&statement, columns)
+    }
+
+    fn query_arrays(&self, statement: &Statement, columns: &[Vec<Value>]) -> Result<Vec<tokio_postgres::Row>> {
+        let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+        self.wait(self.client.query(statement, &params)).map_err(Error::Postgres)
     }
 
     pub(crate) fn query(&self, s: &Statement, values: Vec<Value>) -> Result<RowReader<'_>> {
@@ -223,6 +249,21 @@ fn dialect(sql: &str) -> std::borrow::Cow<'_, str> {
     }
     out.push_str(rest);
     std::borrow::Cow::Owned(out)
+}
+
+/// `sql` with its `VALUES (?1, …, ?N)` as `SELECT * FROM unnest(CAST(?1 AS T1), …)`,
+/// `types` being the arrays' types; `None` when the values are not `?1` to `?N` in order.
+fn unnest_values(sql: &str, types: &[String]) -> Option<String> {
+    let start = sql.find("VALUES (")?;
+    let inner = start + "VALUES (".len();
+    let end = inner + sql[inner..].find(')')?;
+    let values: Vec<&str> = sql[inner..end].split(',').map(str::trim).collect();
+    let in_order = values.len() == types.len() && values.iter().enumerate().all(|(i, v)| *v == format!("?{}", i + 1));
+    if !in_order {
+        return None;
+    }
+    let arrays: Vec<String> = types.iter().enumerate().map(|(i, t)| format!("CAST(?{} AS {t})", i + 1)).collect();
+    Some(format!("{}SELECT * FROM unnest({}){}", &sql[..start], arrays.join(", "), &sql[end + 1..]))
 }
 
 /// SQLite's `?N` (and `?`) parameters as PostgreSQL's `$N`, outside quotes.
@@ -372,6 +413,18 @@ mod tests {
     #[test]
     fn parameters_are_numbered_outside_quotes() {
         assert_eq!(numbered_parameters("SELECT ?1, '?2', \"a?\" FROM t WHERE a = ?12 AND b = ?"), "SELECT $1, '?2', \"a?\" FROM t WHERE a = $12 AND b = $1");
+    }
+
+    #[test]
+    fn a_one_row_insert_becomes_an_insert_of_arrays() {
+        let types = ["int8[]".to_owned(), "text[]".to_owned()];
+        assert_eq!(
+            unnest_values("INSERT INTO t AS r (a, b)\n  VALUES (?1, ?2)\n ON CONFLICT (a) DO UPDATE SET b = excluded.b", &types).as_deref(),
+            Some("INSERT INTO t AS r (a, b)\n  SELECT * FROM unnest(CAST(?1 AS int8[]), CAST(?2 AS text[]))\n ON CONFLICT (a) DO UPDATE SET b = excluded.b")
+        );
+        assert_eq!(unnest_values("INSERT INTO t (a, b) VALUES (?2, ?1)", &types), None, "values out of order");
+        assert_eq!(unnest_values("INSERT INTO t (a) VALUES (?1)", &types), None, "a type for each value");
+        assert_eq!(unnest_values("UPDATE t SET a = ?1", &types), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::rollups::Deltas;
 use super::{event_id, Committed, Names, SessionState, INSERT_EVENT};
-use crate::db::{self, params, Params};
+use crate::db::{self, params, Params, Value};
 use crate::model::{Ack, NewEvent};
 use crate::store::partitions;
 use crate::{Error, Result};
@@ -110,9 +110,10 @@ fn ensure_partitions(conn: &db::Connection, known: &mut HashSet<i64>, events: &[
     Ok(())
 }
 
-/// Claims the client event ids of a group's events in two round trips, and
-/// returns the events to store (those without an id or whose id was free)
-/// with the answers of the others: the id and time the id was stored with.
+/// Claims the client event ids of a group's events (one statement, and one
+/// more to look up the ids stored before), and returns the events to store
+/// (those without an id or whose id was free) with the answers of the others:
+/// the id and arrival time their id was stored with.
 fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -> Result<(Vec<(NewEvent, uuid::Uuid)>, Committed)> {
     let pg = pg(conn)?;
     // In (site, client id) order on every node; a stable sort, so of two
@@ -121,9 +122,11 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     if keyed.is_empty() {
         return Ok((events, Committed::default()));
     }
-    keyed.sort_by(|&a, &b| (events[a].0.site_seq, &events[a].0.client_event_id).cmp(&(events[b].0.site_seq, &events[b].0.client_event_id)));
-    let claimed = pg.query_each(
-        "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING RETURNING 1",
+    let key = |i: usize| (events[i].0.site_seq, events[i].0.client_event_id.as_deref().unwrap_or_default());
+    keyed.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    let inserted = pg.insert_all(
+        "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT DO NOTHING RETURNING site, client_event_id",
         keyed
             .iter()
             .map(|&i| {
@@ -132,32 +135,45 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
             })
             .collect(),
     )?;
-    let taken: Vec<usize> = keyed.iter().zip(&claimed).filter(|(_, rows)| rows.is_empty()).map(|(&i, _)| i).collect();
-    if taken.is_empty() {
-        return Ok((events, Committed::default()));
+    let mut claimed: HashSet<(i64, String)> = HashSet::with_capacity(inserted.len());
+    for r in &inserted {
+        claimed.insert((db::pg_get(r, 0)?, db::pg_get(r, 1)?));
     }
-    let stored = pg.query_each(
-        "SELECT id, received_at FROM event_ids WHERE site = ?1 AND client_event_id = ?2",
-        taken
-            .iter()
-            .map(|&i| {
-                let e = &events[i].0;
-                params![e.site_seq, e.client_event_id].values()
-            })
-            .collect(),
-    )?;
-    let mut duplicates = HashMap::with_capacity(taken.len());
-    for (&i, rows) in taken.iter().zip(&stored) {
-        let r = rows.first().ok_or(Error::NoRow)?;
-        let stored: String = db::pg_get(r, 0)?;
-        let received_ms: i64 = db::pg_get(r, 1)?;
-        let (e, provisional) = &events[i];
-        let ack = Ack {
-            id: uuid::Uuid::parse_str(&stored).map_err(|_| Error::Corrupt(format!("event id {stored}")))?,
-            received_at: chrono::DateTime::from_timestamp_millis(received_ms).unwrap_or(e.received_at),
-            duplicate: true,
-        };
-        duplicates.insert(*provisional, ack);
+    // The answer of each id stored, by this group (its first copy) or before it.
+    let mut stored: HashMap<(i64, String), Ack> = HashMap::new();
+    let mut before: Vec<(i64, String)> = Vec::new();
+    for &i in &keyed {
+        let (e, id) = &events[i];
+        let k = (key(i).0, key(i).1.to_owned());
+        if claimed.contains(&k) {
+            stored.entry(k).or_insert(Ack { id: *id, received_at: e.received_at, duplicate: true });
+        } else if before.last() != Some(&k) {
+            before.push(k);
+        }
+    }
+    if !before.is_empty() {
+        let rows = pg.query_columns(
+            "SELECT site, client_event_id, id, received_at FROM event_ids
+             WHERE (site, client_event_id) IN (SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS text[])))",
+            &[before.iter().map(|k| Value::Integer(k.0)).collect(), before.iter().map(|k| Value::Text(k.1.clone())).collect()],
+        )?;
+        for r in &rows {
+            let (id, received_ms): (String, i64) = (db::pg_get(r, 2)?, db::pg_get(r, 3)?);
+            let ack = Ack {
+                id: uuid::Uuid::parse_str(&id).map_err(|_| Error::Corrupt(format!("event id {id}")))?,
+                received_at: chrono::DateTime::from_timestamp_millis(received_ms).ok_or_else(|| Error::Corrupt(format!("time {received_ms}")))?,
+                duplicate: true,
+            };
+            stored.insert((db::pg_get(r, 0)?, db::pg_get(r, 1)?), ack);
+        }
+    }
+    let mut duplicates = HashMap::new();
+    for &i in &keyed {
+        let provisional = events[i].1;
+        let first = stored.get(&(key(i).0, key(i).1.to_owned())).ok_or(Error::NoRow)?;
+        if first.id != provisional {
+            duplicates.insert(provisional, first.clone());
+        }
     }
     let events = events.into_iter().filter(|(_, id)| !duplicates.contains_key(id)).collect();
     Ok((events, Committed::new(duplicates)))
@@ -184,9 +200,8 @@ struct Session {
     last_seen: i64,
 }
 
-/// Each step sends all its statements at once (pipelined on the one
-/// connection, which runs them in the order sent): a group costs a handful of
-/// round trips whatever its size.
+/// Each step is one statement for the whole group, its rows sent as arrays:
+/// a group costs a handful of statements and round trips whatever its size.
 fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, uuid::Uuid)]) -> Result<()> {
     if events.is_empty() {
         return Ok(());
@@ -197,9 +212,9 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     for (e, _) in events {
         first.entry((e.site_seq, &e.session_id)).or_insert(e);
     }
-    let created = pg.query_each(
+    let created = pg.insert_all(
         "INSERT INTO sessions (site, session_id, first_hour, device, country, variant, forced, flags, last_seen)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (site, session_id) DO NOTHING RETURNING seq",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) ON CONFLICT (site, session_id) DO NOTHING RETURNING site, session_id, seq",
         first
             .iter()
             .map(|(&(site, session_id), e)| {
@@ -208,24 +223,41 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
             })
             .collect(),
     )?;
+    let mut new_seqs: HashMap<(i64, String), i64> = HashMap::with_capacity(created.len());
+    for r in &created {
+        new_seqs.insert((db::pg_get(r, 0)?, db::pg_get(r, 1)?), db::pg_get(r, 2)?);
+    }
     let mut sessions: BTreeMap<(i64, &str), Session> = BTreeMap::new();
     let mut existing = Vec::new();
-    for (&key, rows) in first.keys().zip(&created) {
-        match rows.first() {
-            Some(r) => {
-                sessions.insert(key, Session { seq: db::pg_get(r, 0)?, old: None, now: None, last_seen: i64::MIN });
+    for &key in first.keys() {
+        match new_seqs.get(&(key.0, key.1.to_owned())) {
+            Some(&seq) => {
+                sessions.insert(key, Session { seq, old: None, now: None, last_seen: i64::MIN });
             }
             None => existing.push(key),
         }
     }
-    let locked = pg.query_each(
-        "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen FROM sessions
-         WHERE site = ?1 AND session_id = ?2 FOR UPDATE",
-        existing.iter().map(|(site, session_id)| params![site, session_id].values()).collect(),
-    )?;
-    for (key, rows) in existing.into_iter().zip(&locked) {
-        // Gone between the two steps (retention deleted it): the group fails and its clients retry.
-        let r = rows.first().ok_or(Error::NoRow)?;
+    // Locked in (site, session id) order, bytewise, as they were created.
+    let locked = if existing.is_empty() {
+        Vec::new()
+    } else {
+        pg.query_columns(
+            "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen, site, session_id FROM sessions
+             WHERE (site, session_id) IN (SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS text[])))
+             ORDER BY site, session_id COLLATE \"C\" FOR UPDATE",
+            &[existing.iter().map(|k| Value::Integer(k.0)).collect(), existing.iter().map(|k| Value::Text(k.1.to_owned())).collect()],
+        )?
+    };
+    // One gone between the two steps (retention deleted it) fails the group: its clients retry.
+    if locked.len() != existing.len() {
+        return Err(Error::NoRow);
+    }
+    // Both in bytewise (site, session id) order: row by row, the same sessions.
+    for (&key, r) in existing.iter().zip(&locked) {
+        let (site, session_id): (i64, String) = (db::pg_get(r, 8)?, db::pg_get(r, 9)?);
+        if (site, session_id.as_str()) != key {
+            return Err(Error::NoRow);
+        }
         let state = SessionState {
             first_hour: db::pg_get(r, 1)?,
             device: db::pg_get(r, 2)?,
@@ -261,17 +293,26 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         s.last_seen = s.last_seen.max(e.occurred_at.timestamp_millis());
         s.now = Some(new);
     }
-    pg.query_each(INSERT_EVENT, rows)?;
-    let changed = sessions.values().filter_map(|s| {
-        let now = s.now.as_ref()?;
-        (s.old.as_ref() != Some(now)).then(|| params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values())
-    });
-    pg.query_each(
-        "UPDATE sessions SET first_hour = ?2, variant = ?3, forced = ?4, flags = ?5, last_seen = greatest(last_seen, ?6) WHERE seq = ?1",
-        changed.collect(),
-    )?;
+    pg.insert_all(INSERT_EVENT, rows)?;
+    let mut changed: Vec<Vec<Value>> = (0..6).map(|_| Vec::new()).collect();
+    for s in sessions.values() {
+        let Some(now) = s.now.as_ref().filter(|now| s.old.as_ref() != Some(*now)) else { continue };
+        for (column, value) in changed.iter_mut().zip(params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values()) {
+            column.push(value);
+        }
+    }
+    if !changed[0].is_empty() {
+        pg.query_columns(
+            "UPDATE sessions AS s SET first_hour = u.first_hour, variant = u.variant, forced = u.forced, flags = u.flags,
+                                      last_seen = greatest(s.last_seen, u.last_seen)
+             FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]), CAST(?3 AS text[]), CAST(?4 AS bigint[]),
+                         CAST(?5 AS bigint[]), CAST(?6 AS bigint[])) AS u(seq, first_hour, variant, forced, flags, last_seen)
+             WHERE s.seq = u.seq",
+            &changed,
+        )?;
+    }
     for (sql, runs) in deltas.sorted_upserts() {
-        pg.query_each(sql, runs)?;
+        pg.insert_all(sql, runs)?;
     }
     Ok(())
 }
