@@ -94,7 +94,7 @@ impl Writer {
     }
 
     pub(crate) fn postgres(conn: db::Connection, reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>) -> Result<Writer> {
-        Ok(Writer(WriterEngine::Postgres(postgres::PgWriter::new(conn, reconnect))))
+        Ok(Writer(WriterEngine::Postgres(postgres::PgWriter::new(conn, reconnect)?)))
     }
 
     /// Starts a group transaction.
