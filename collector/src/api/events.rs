@@ -169,8 +169,7 @@ pub async fn events_list(id: String, ctx: Ctx, p: Result<Principal, ApiError>, q
     p.require(Scope::Read)?;
     let event_type = q
         .get("event_type")
-        .filter(|t| !t.is_empty())
-        .map(|t| EventType::parse(t).ok_or_else(|| ApiError::invalid("event_type", "invalid", format!("unknown event_type {t}"))))
+        .map(|t| EventType::parse(t).ok_or_else(|| ApiError::invalid("event_type", "invalid", format!("unknown event_type {t:?}"))))
         .transpose()?;
     let limit = q.int("limit", 1u32, 1000)?.unwrap_or(50);
     let offset = q.int("offset", 0u64, i64::MAX as u64)?.unwrap_or(0);

@@ -300,6 +300,7 @@ fn garbage_input_is_always_a_4xx_with_the_error_shape_never_a_5xx() {
         case(Method::GET, format!("{events}?offset=-5"), None, 400, Some("offset")),
         case(Method::GET, format!("{events}?offset=1e3"), None, 400, Some("offset")),
         case(Method::GET, format!("{events}?event_type=nope"), None, 400, Some("event_type")),
+        case(Method::GET, format!("{events}?event_type="), None, 400, Some("event_type")),
         // Ids in paths.
         case(Method::GET, "/v1/sites/%00", None, 404, None),
         case(Method::GET, "/v1/sites/..%2F..%2Fetc%2Fpasswd", None, 404, None),
