@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::io::{Cursor, Read};
-use std::process::Command;
 use std::time::Instant;
 
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -212,19 +211,7 @@ struct Node {
 
 impl Node {
     fn start(db: Db) -> Node {
-        let out = Command::new(BIN)
-            .arg("admin")
-            .arg("create-key")
-            .args(["--account", "acme", "--db"])
-            .arg(&db)
-            .output()
-            .expect("postern admin");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        let key = admin_key(&db);
         let app = TestApp::spawn_on(
             db,
             &key,

@@ -6,7 +6,6 @@
 //! whose database connections are cut answers 503 until it has new ones.
 
 use std::collections::{HashMap, HashSet};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -21,11 +20,9 @@ fn cluster(n: usize) -> Option<(Db, Vec<TestApp>)> {
     cluster_with(n, &[])
 }
 
-fn cluster_with(n: usize, extra: &[&str]) -> Option<(Db, Vec<TestApp>)> {
+pub fn cluster_with(n: usize, extra: &[&str]) -> Option<(Db, Vec<TestApp>)> {
     let db = Db::postgres()?;
-    let out = Command::new(BIN).arg("admin").arg("create-key").args(["--account", "acme", "--db"]).arg(&db).output().expect("postern admin");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let key = admin_key(&db);
     let nodes = (0..n).map(|_| TestApp::spawn_on(db.shared(), &key, extra)).collect();
     Some((db, nodes))
 }

@@ -3,7 +3,6 @@
 //! recipient; when the node that generated it is killed, a surviving node
 //! generates the next occurrence, again once.
 
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -183,19 +182,7 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
     let Some(db) = Db::postgres() else { return };
     let smtp = SmtpReceiver::start();
     let hook = HttpReceiver::start(&[]);
-    let out = Command::new(BIN)
-        .arg("admin")
-        .arg("create-key")
-        .args(["--account", "acme", "--db"])
-        .arg(&db)
-        .output()
-        .expect("postern admin");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let key = admin_key(&db);
     let (first, second) = (monday_eight(2), monday_eight(1));
 
     // The report is set up on a node of the week before, so it is due when the three nodes start.

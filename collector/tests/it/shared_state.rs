@@ -4,7 +4,6 @@
 //! throttling, a one-time message after a form, and a wall-preview draft;
 //! and a node whose database connections are cut answers 503, never 500.
 
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::blocking::Client;
@@ -13,17 +12,9 @@ use reqwest::Method;
 use serde_json::json;
 
 use crate::dashboard::{create_user, csrf, shown_secret, Browser, PASSWORD};
+use crate::multinode::cluster_with as cluster;
 use crate::support::*;
 
-/// `n` collectors on one new PostgreSQL database, sharing a key with every scope.
-fn cluster(n: usize, extra: &[&str]) -> Option<(Db, Vec<TestApp>)> {
-    let db = Db::postgres()?;
-    let out = Command::new(BIN).arg("admin").arg("create-key").args(["--account", "acme", "--db"]).arg(&db).output().expect("postern admin");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let nodes = (0..n).map(|_| TestApp::spawn_on(db.shared(), &key, extra)).collect();
-    Some((db, nodes))
-}
 
 fn now_secs() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64

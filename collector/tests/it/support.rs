@@ -563,3 +563,11 @@ pub fn sql_exec(db: &Db, statements: &str) {
         }
     }
 }
+
+/// A key with every scope for account `acme`, made by `postern admin` on `db`
+/// before any collector runs on it.
+pub fn admin_key(db: &Db) -> String {
+    let out = Command::new(BIN).arg("admin").arg("create-key").args(["--account", "acme", "--db"]).arg(db).output().expect("postern admin");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
