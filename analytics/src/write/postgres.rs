@@ -131,8 +131,8 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     if keyed.is_empty() {
         return Ok((events, Committed::default()));
     }
-    let key = |i: usize| (events[i].0.site_seq, events[i].0.client_event_id.as_deref().unwrap_or_default());
-    keyed.sort_by(|&a, &b| key(a).cmp(&key(b)));
+    let key = |i: usize| (events[i].0.site_seq, events[i].0.client_event_id.clone().unwrap_or_default());
+    keyed.sort_by_cached_key(|&i| key(i));
     let inserted = pg.insert_all(
         "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT DO NOTHING RETURNING site, client_event_id",
@@ -153,7 +153,7 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     let mut before: Vec<(i64, String)> = Vec::new();
     for &i in &keyed {
         let (e, id) = &events[i];
-        let k = (key(i).0, key(i).1.to_owned());
+        let k = key(i);
         if claimed.contains(&k) {
             stored.entry(k).or_insert(Ack { id: *id, received_at: e.received_at, duplicate: true });
         } else if before.last() != Some(&k) {
@@ -180,7 +180,7 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     let mut duplicates = HashMap::new();
     for &i in &keyed {
         let provisional = events[i].1;
-        let first = stored.get(&(key(i).0, key(i).1.to_owned())).ok_or(Error::NoRow)?;
+        let first = stored.get(&key(i)).ok_or(Error::NoRow)?;
         if first.id != provisional {
             duplicates.insert(provisional, first.clone());
         }
