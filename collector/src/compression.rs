@@ -50,13 +50,17 @@ pub struct Embedded {
 
 impl Embedded {
     /// A 200 with the file as is; the gateway's call of [`serve`] puts the
-    /// form the client accepts in its place.
+    /// form the client accepts in its place. A file cached as `immutable`
+    /// (named after its content) gets no ETag: no browser revalidates it, and
+    /// every first visit would download the header (44 B) for nothing.
     pub fn reply(&'static self, content_type: &'static str, cache_control: &'static str) -> Response {
         let mut res = Response::new(self.identity.bytes.into());
         let h = res.headers_mut();
         h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         h.insert(CACHE_CONTROL, HeaderValue::from_static(cache_control));
-        h.insert(ETAG, HeaderValue::from_static(self.identity.etag));
+        if !cache_control.contains("immutable") {
+            h.insert(ETAG, HeaderValue::from_static(self.identity.etag));
+        }
         res.extensions_mut().insert(EmbeddedReply(self));
         res
     }
@@ -200,11 +204,14 @@ fn embedded(file: &'static Embedded, accepted: Accepted, if_none_match: Option<&
     .unwrap_or(&file.identity);
     let h = res.headers_mut();
     h.append(VARY, HeaderValue::from_static("Accept-Encoding"));
-    h.insert(ETAG, HeaderValue::from_static(form.etag));
+    let validated = h.contains_key(ETAG);
+    if validated {
+        h.insert(ETAG, HeaderValue::from_static(form.etag));
+    }
     if coding != Coding::Identity {
         h.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
     }
-    if if_none_match.is_some_and(|tags| matches_etag(tags, form.etag)) {
+    if validated && if_none_match.is_some_and(|tags| matches_etag(tags, form.etag)) {
         *res.status_mut() = StatusCode::NOT_MODIFIED;
         *res.body_mut() = warp::reply::Response::default().into_body();
         res.headers_mut().remove(CONTENT_LENGTH);

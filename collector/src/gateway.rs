@@ -43,6 +43,12 @@ pub enum Class {
     Dashboard,
 }
 
+/// A file of the SDK (`/p/…`) or one of its probe requests: public files
+/// that are not API endpoints (the site config is one).
+fn sdk_file_or_probe(class: Class, path: &str) -> bool {
+    class == Class::PublicFiles && (path.starts_with("/p/") || crate::assets::BAIT_PATHS.contains(&path))
+}
+
 pub fn classify(path: &str) -> Class {
     match path {
         "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
@@ -141,8 +147,11 @@ where
             res.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
         }
     }
-    // A batch's answer already tells what its events left of the budget.
-    if let Some(d) = decision.filter(|_| !res.headers().contains_key("x-ratelimit-remaining")) {
+    // A batch's answer already tells what its events left of the budget. The
+    // SDK's files and probe answers carry the headers only when refused: no
+    // script reads them there, and every visitor would download them (85 B an answer).
+    let quiet = sdk_file_or_probe(class, &path) && res.status() != StatusCode::TOO_MANY_REQUESTS;
+    if let Some(d) = decision.filter(|_| !quiet && !res.headers().contains_key("x-ratelimit-remaining")) {
         d.write_headers(res.headers_mut());
     }
     if let Some(origin) = cors {

@@ -73,10 +73,11 @@ fn etag_of(bytes: &[u8]) -> String {
     format!("\"{hex}\"")
 }
 
-/// Checks every coding of one embedded file against its source, its ETags,
-/// the 304 and HEAD.
+/// Checks every coding of one embedded file against its source, its ETags
+/// and the 304 (`validated`; a file named after its content has neither),
+/// and HEAD.
 #[track_caller]
-fn serves_every_form(app: &TestApp, path: &str, source: &[u8]) {
+fn serves_every_form(app: &TestApp, path: &str, source: &[u8], validated: bool) {
     let get = |accept: Option<&str>| {
         let headers: Vec<(&str, &str)> = accept.map(|a| vec![("accept-encoding", a)]).unwrap_or_default();
         let a = fetch(app, Method::GET, path, &headers);
@@ -84,7 +85,8 @@ fn serves_every_form(app: &TestApp, path: &str, source: &[u8]) {
         assert!(a.all("vary").iter().any(|v| v.eq_ignore_ascii_case("accept-encoding")), "{path}: Vary {:?}", a.all("vary"));
         assert_eq!(a.decoded(), source, "{path} with {accept:?}: decoded body differs from the embedded file");
         assert_eq!(a.header("content-length"), Some(a.body.len().to_string().as_str()), "{path} with {accept:?}");
-        assert_eq!(a.header("etag"), Some(etag_of(&a.body).as_str()), "{path} with {accept:?}: a strong ETag of the bytes sent");
+        let etag = validated.then(|| etag_of(&a.body));
+        assert_eq!(a.header("etag"), etag.as_deref(), "{path} with {accept:?}: a strong ETag of the bytes sent, when validated");
         a
     };
     let br = get(Some("gzip, deflate, br, zstd"));
@@ -97,6 +99,18 @@ fn serves_every_form(app: &TestApp, path: &str, source: &[u8]) {
     }
     let identity = get(None);
     assert!(br.body.len() < gzip.body.len() && gzip.body.len() < identity.body.len(), "{path}: br {} < gzip {} < identity {}", br.body.len(), gzip.body.len(), identity.body.len());
+    let head = fetch(app, Method::HEAD, path, &[("accept-encoding", "br")]);
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    for name in ["content-encoding", "content-length", "content-type", "etag", "cache-control", "vary"] {
+        assert_eq!(head.all(name), br.all(name), "{path}: HEAD's {name}");
+    }
+    if !validated {
+        assert!(br.header("cache-control").is_some_and(|c| c.contains("immutable")), "{path}: {:?}", br.header("cache-control"));
+        let a = fetch(app, Method::GET, path, &[("accept-encoding", "br"), ("if-none-match", "*")]);
+        assert_eq!((a.status, a.decoded()), (200, source.to_vec()), "{path}: nothing to revalidate against");
+        return;
+    }
     let tags = [br.header("etag"), gzip.header("etag"), identity.header("etag")];
     assert!(tags[0] != tags[1] && tags[1] != tags[2] && tags[0] != tags[2], "{path}: one ETag per form: {tags:?}");
 
@@ -114,14 +128,6 @@ fn serves_every_form(app: &TestApp, path: &str, source: &[u8]) {
     let a = fetch(app, Method::GET, path, &[("accept-encoding", "gzip"), ("if-none-match", brotli_tag)]);
     assert_eq!(a.status, 200, "{path}: another form's ETag does not match");
     assert_eq!(a.decoded(), source);
-
-    // HEAD: the same headers as GET, no body.
-    let head = fetch(app, Method::HEAD, path, &[("accept-encoding", "br")]);
-    assert_eq!(head.status, 200);
-    assert!(head.body.is_empty());
-    for name in ["content-encoding", "content-length", "content-type", "etag", "cache-control", "vary"] {
-        assert_eq!(head.all(name), br.all(name), "{path}: HEAD's {name}");
-    }
 }
 
 #[test]
@@ -133,7 +139,7 @@ fn the_demo_site_and_dashboard_files_are_served_precompressed() {
         ("/dashboard/assets/app.js", root().join("collector/src/dashboard/assets/app.js")),
         ("/dashboard/assets/wall.js", root().join("collector/src/dashboard/assets/wall.js")),
     ] {
-        serves_every_form(&app, path, &std::fs::read(&source).unwrap());
+        serves_every_form(&app, path, &std::fs::read(&source).unwrap(), true);
     }
     // The demo's pages are templates (its site id is filled in): compressed as they are sent.
     let page = fetch(&app, Method::GET, "/demo/", &[("accept-encoding", "gzip")]);
@@ -159,11 +165,36 @@ fn every_sdk_file_is_served_precompressed_with_timing_allowed() {
     assert!(files.contains(&"v1.js".to_owned()) && files.len() >= 3, "dist holds the loader and what it loads: {files:?}");
     for file in &files {
         let path = format!("/p/{file}");
-        serves_every_form(&app, &path, &std::fs::read(dist.join(file)).unwrap());
+        // Only the loader keeps its name from one release to the next.
+        serves_every_form(&app, &path, &std::fs::read(dist.join(file)).unwrap(), file == "v1.js");
         let a = fetch(&app, Method::GET, &path, &[("accept-encoding", "br")]);
         assert_eq!(a.header("timing-allow-origin"), Some("*"), "{path}: pages may measure what it cost");
         assert_eq!(a.header("access-control-allow-origin"), Some("*"), "{path}");
+        assert_no_rate_limit_headers(&a, &path);
     }
+}
+
+/// Every visitor downloads the SDK's files and probe answers: no header a
+/// script cannot use (the rate-limit ones come back on a 429, `rate_limits.rs`).
+#[track_caller]
+fn assert_no_rate_limit_headers(a: &Raw, path: &str) {
+    let names: Vec<&str> = a.headers.keys().map(|k| k.as_str()).filter(|k| k.starts_with("x-ratelimit")).collect();
+    assert!(names.is_empty(), "{path}: {names:?}");
+}
+
+#[test]
+fn the_sdk_probe_answers_carry_no_rate_limit_headers_but_the_site_config_does() {
+    let app = TestApp::spawn();
+    for path in ["/p/echo.js?n=abc", "/ads/300x250-banner_300x250.js?n=abc", "/ads/160x600-skyscraper_160x600.js?n=abc"] {
+        let a = fetch(&app, Method::GET, path, &[]);
+        assert_eq!(a.status, 200, "{path}");
+        assert!(String::from_utf8_lossy(&a.body).contains("abc"), "{path}: the nonce comes back");
+        assert_no_rate_limit_headers(&a, path);
+    }
+    let site = app.create_site("news.example.com", "UTC");
+    let config = fetch(&app, Method::GET, &format!("/v1/sdk/sites/{}/config", id(&site)), &[]);
+    assert_eq!(config.status, 200);
+    assert_eq!(config.header("x-ratelimit-limit"), Some("6000"), "an API endpoint keeps the spec's headers");
 }
 
 #[test]
