@@ -198,7 +198,7 @@ fn the_sdk_probe_answers_carry_no_rate_limit_headers_but_the_site_config_does() 
 }
 
 #[test]
-fn json_answers_above_1_kib_are_compressed_small_ones_and_ingestion_are_not() {
+fn json_answers_of_512_bytes_or_more_are_compressed_small_ones_and_ingestion_are_not() {
     let app = TestApp::spawn();
     let plain = fetch(&app, Method::GET, "/v1/openapi.json", &[]);
     assert_eq!(plain.header("content-encoding"), None);
@@ -215,11 +215,25 @@ fn json_answers_above_1_kib_are_compressed_small_ones_and_ingestion_are_not() {
     assert_eq!((head.status, head.header("content-encoding"), head.body.len()), (200, Some("gzip"), 0));
 
     let site = app.create_site("news.example.com", "UTC");
-    let small = fetch(&app, Method::GET, &format!("/v1/sites/{}", id(&site)), &[("accept-encoding", "gzip, br")]);
-    assert_eq!(small.status, 200);
-    assert!(small.body.len() < 1024, "a site is a small answer: {}", small.body.len());
-    assert_eq!(small.header("content-encoding"), None, "under 1 KiB: sent as is");
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&small.body).unwrap()["id"], site["id"]);
+    let small = fetch(&app, Method::GET, "/v1/sites/00000000-0000-4000-8000-000000000000", &[("accept-encoding", "gzip, br")]);
+    assert_eq!(small.status, 404);
+    assert!(small.body.len() < 512, "an error is a small answer: {}", small.body.len());
+    assert_eq!(small.header("content-encoding"), None, "under 512 B: sent as is");
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&small.body).unwrap()["error"]["code"], "NOT_FOUND");
+
+    // The site config every walled visitor fetches: about 600 B, compressed
+    // whole and sent with its length (no chunked framing).
+    let path = format!("/v1/sdk/sites/{}/config", id(&site));
+    let plain = fetch(&app, Method::GET, &path, &[]);
+    assert!((512..1024).contains(&plain.body.len()), "{}", plain.body.len());
+    for (accept, coding) in [("gzip, deflate, br, zstd", "br"), ("gzip", "gzip")] {
+        let a = fetch(&app, Method::GET, &path, &[("accept-encoding", accept)]);
+        assert_eq!((a.status, a.header("content-encoding")), (200, Some(coding)), "{accept}");
+        assert_eq!(a.header("content-length"), Some(a.body.len().to_string().as_str()), "{accept}");
+        assert_eq!(a.header("transfer-encoding"), None, "{accept}");
+        assert_eq!(a.decoded(), plain.body, "{accept}");
+        assert!(a.body.len() * 10 < plain.body.len() * 7, "{accept}: {} of {} bytes", a.body.len(), plain.body.len());
+    }
 
     let body = event(&id(&site), "session-one", "pageview", json!({}));
     let mut req = client().post(app.url("/v1/events/track")).bearer_auth(&app.key).header("accept-encoding", "gzip, br");
