@@ -96,9 +96,11 @@ async function startPostern({ demo = false, site = true, args = [] } = {}) {
 }
 
 /** A publisher's site on another origin: `pages` maps a path to its HTML,
- *  or to `{ type, body }` for other files. */
+ *  or to `{ type, body }` for other files. `requests` lists what it was asked. */
 async function startPublisher(pages) {
+  const requests = [];
   const server = http.createServer((req, res) => {
+    requests.push({ at: Date.now(), method: req.method, url: req.url, headers: req.headers });
     if (req.url === '/favicon.ico') return res.writeHead(204).end();
     const page = pages[new URL(req.url, 'http://x').pathname];
     if (page === undefined) return res.writeHead(404).end('not found');
@@ -109,6 +111,7 @@ async function startPublisher(pages) {
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return {
     origin: `http://${PUBLISHER_HOST}:${server.address().port}`,
+    requests,
     stop: () => new Promise((r) => server.close(r)),
   };
 }
@@ -131,6 +134,48 @@ async function launchBrowser() {
       '--disable-component-update', '--disable-sync', `--host-resolver-rules=MAP *.test 127.0.0.1`,
     ],
   });
+}
+
+// --- Chromium without DevTools: Chromium refuses some features (prerendering)
+// to a page a DevTools session is attached to, so such tests watch from the servers ---
+
+/** Headless Chromium, with a fresh profile and no DevTools protocol, showing `url`. */
+function launchBareChromium(url) {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-chromium-'));
+  const child = spawn(CHROMIUM, [
+    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', `--host-resolver-rules=MAP *.test 127.0.0.1`, `--user-data-dir=${profile}`, url,
+  ], { stdio: 'ignore', detached: true });
+  const exited = new Promise((r) => child.once('exit', r));
+  return {
+    async close() {
+      // Its whole process group: the browser's helpers would outlive it a moment, still writing to the profile.
+      try { process.kill(-child.pid, 'SIGKILL'); } catch { /* already gone */ }
+      await exited;
+      fs.rmSync(profile, { recursive: true, force: true, maxRetries: 5 });
+    },
+  };
+}
+
+/** A proxy in front of `target` (the collector) on 127.0.0.1: `requests` lists
+ *  what it was asked, with the time each request arrived and its headers. */
+async function startRecordingProxy(target) {
+  const requests = [];
+  const server = http.createServer((req, res) => {
+    requests.push({ at: Date.now(), method: req.method, path: new URL(req.url, 'http://x').pathname, headers: req.headers });
+    const upstream = http.request(target + req.url, { method: req.method, headers: { ...req.headers, host: new URL(target).host } }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    requests,
+    stop: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
+  };
 }
 
 /** A page in a fresh context (so a fresh localStorage: a new visitor).
@@ -289,6 +334,6 @@ async function stopSuite({ postern, browser, publisher }) {
 }
 
 module.exports = {
-  ROOT, BAIT, startPostern, startPublisher, startSuite, stopSuite, articlePage, launchBrowser, openPage, screenshot,
+  ROOT, BAIT, startPostern, startPublisher, startSuite, stopSuite, articlePage, launchBrowser, launchBareChromium, startRecordingProxy, openPage, screenshot,
   blockBaitRequest, unblockBaitRequest, hideBaitElement, baitSelectors, inWall, wallOpen, waitForWall, clickInWall, wallText, eventually,
 };
