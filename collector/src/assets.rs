@@ -105,14 +105,14 @@ pub(crate) fn probe(path: &str, q: &Query) -> Option<Response> {
 /// A bait script, or the control: harmless JavaScript whose body carries the
 /// request's nonce, so the SDK can tell this answer from a blocker's stand-in
 /// script. Never cached: a cached answer would say the collector is reachable
-/// when it is not.
+/// when it is not. No `Timing-Allow-Origin`: nobody measures a probe, and
+/// every visitor downloads its headers.
 fn bait(nonce: Option<&str>) -> Response {
     let mut res = Response::new(bait_body(nonce).into());
     let h = res.headers_mut();
     h.insert("content-type", HeaderValue::from_static(JS));
     h.insert("cache-control", HeaderValue::from_static("no-store"));
     h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert("timing-allow-origin", HeaderValue::from_static("*"));
     res
 }
 
