@@ -208,6 +208,9 @@ struct Session {
     old: Option<SessionState>,
     now: Option<SessionState>,
     last_seen: i64,
+    /// What this group's insert stored (the state after the session's first
+    /// event, and that event's time), for a session it created.
+    created: Option<(SessionState, i64)>,
 }
 
 /// Each step is one statement for the whole group, its rows sent as arrays:
@@ -241,10 +244,11 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     }
     let mut sessions: BTreeMap<(i64, &str), Session> = BTreeMap::new();
     let mut existing = Vec::new();
-    for &key in first.keys() {
+    for (&key, e) in &first {
         match new_seqs.get(&(key.0, key.1.to_owned())) {
             Some(&seq) => {
-                sessions.insert(key, Session { seq, old: None, now: None, last_seen: i64::MIN });
+                let created = Some((SessionState::after(None, e, names), e.occurred_at.timestamp_millis()));
+                sessions.insert(key, Session { seq, old: None, now: None, last_seen: i64::MIN, created });
             }
             None => existing.push(key),
         }
@@ -279,7 +283,7 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
             forced: db::pg_get(r, 5)?,
             flags: db::pg_get(r, 6)?,
         };
-        sessions.insert(key, Session { seq: db::pg_get(r, 0)?, old: Some(state.clone()), now: Some(state), last_seen: db::pg_get(r, 7)? });
+        sessions.insert(key, Session { seq: db::pg_get(r, 0)?, old: Some(state.clone()), now: Some(state), last_seen: db::pg_get(r, 7)?, created: None });
     }
 
     let mut deltas = Deltas::default();
@@ -309,7 +313,17 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     pg.insert_all(INSERT_EVENT, rows)?;
     let mut changed: Vec<Vec<Value>> = (0..6).map(|_| Vec::new()).collect();
     for s in sessions.values() {
-        let Some(now) = s.now.as_ref().filter(|now| s.old.as_ref() != Some(*now)) else { continue };
+        let Some(now) = s.now.as_ref() else { continue };
+        // A session this group created is written again only when its other
+        // events changed what the insert stored: a new visitor's pageview
+        // alone costs no update.
+        let write = match &s.created {
+            Some((state, last_seen)) => state != now || *last_seen != s.last_seen,
+            None => s.old.as_ref() != Some(now),
+        };
+        if !write {
+            continue;
+        }
         for (column, value) in changed.iter_mut().zip(params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values()) {
             column.push(value);
         }
