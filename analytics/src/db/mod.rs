@@ -10,7 +10,7 @@ mod postgres;
 mod value;
 
 pub use postgres::Driver;
-pub(crate) use postgres::{get as pg_get, PgConn};
+pub(crate) use postgres::{get as pg_get, PgConn, Step};
 pub use value::{FromValue, ToValue, Value};
 
 use crate::{Error, Result};

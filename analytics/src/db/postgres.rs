@@ -164,29 +164,47 @@ impl PgConn {
     /// `unnest`, so many rows cost the server one statement, not one each.
     /// Rows are inserted in the runs' order (what sorted locking relies on).
     pub(crate) fn insert_all(&self, sql: &str, runs: Vec<Vec<Value>>) -> Result<Vec<tokio_postgres::Row>> {
-        let Some(width) = runs.first().map(Vec::len) else {
+        if runs.is_empty() {
             return Ok(Vec::new());
-        };
+        }
+        let statement = self.prepare_unnest(sql)?;
+        self.query_arrays(&statement, &columns_of(runs))
+    }
+
+    /// `sql`, a one-row INSERT, as the statement `insert_all` runs.
+    fn prepare_unnest(&self, sql: &str) -> Result<Statement> {
         let key = format!("unnest\n{sql}");
-        let cached = self.statements.borrow().get(&key).cloned();
-        let statement = match cached {
-            Some(s) => s,
-            None => {
-                // The one-row statement tells the type of each value, hence of each array.
-                let types: Vec<String> = self.prepare(sql)?.params().iter().map(|t| format!("{}[]", t.name())).collect();
-                let unnest = unnest_values(sql, &types).ok_or_else(|| Error::Corrupt(format!("not a one-row INSERT: {sql}")))?;
-                let statement = self.prepare(&unnest)?;
-                self.statements.borrow_mut().insert(key, statement.clone());
-                statement
-            }
-        };
-        let mut columns: Vec<Vec<Value>> = (0..width).map(|_| Vec::with_capacity(runs.len())).collect();
-        for run in runs {
-            for (column, value) in columns.iter_mut().zip(run) {
-                column.push(value);
+        if let Some(s) = self.statements.borrow().get(&key) {
+            return Ok(s.clone());
+        }
+        // The one-row statement tells the type of each value, hence of each array.
+        let types: Vec<String> = self.prepare(sql)?.params().iter().map(|t| format!("{}[]", t.name())).collect();
+        let unnest = unnest_values(sql, &types).ok_or_else(|| Error::Corrupt(format!("not a one-row INSERT: {sql}")))?;
+        let statement = self.prepare(&unnest)?;
+        self.statements.borrow_mut().insert(key, statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs several statements that need no answer of each other, in order,
+    /// sent at once: the server runs them one after the other as they arrive,
+    /// and the client waits for one round trip instead of one each.
+    pub(crate) fn pipeline(&self, steps: Vec<Step<'_>>) -> Result<()> {
+        let mut statements = Vec::with_capacity(steps.len());
+        for step in steps {
+            match step {
+                Step::InsertAll(sql, runs) if !runs.is_empty() => statements.push((self.prepare_unnest(sql)?, columns_of(runs))),
+                Step::InsertAll(..) => {}
+                Step::Columns(sql, columns) => statements.push((self.prepare(sql)?, columns)),
             }
         }
-        self.query_arrays(&statement, &columns)
+        let queries = statements.iter().map(|(statement, columns)| {
+            let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
+            async move { self.client.query(statement, &params).await }
+        });
+        for result in self.wait(futures_util::future::join_all(queries)) {
+            result.map_err(Error::Postgres)?;
+        }
+        Ok(())
     }
 
     /// Runs `sql`, whose parameters are arrays (`CAST(?1 AS bigint[])`), with `columns` as them.
@@ -204,6 +222,26 @@ impl PgConn {
         let stream = self.wait(self.client.query_raw(s, values)).map_err(Error::Postgres)?;
         Ok(RowReader { conn: self, stream: Box::pin(stream) })
     }
+}
+
+/// A statement of [`PgConn::pipeline`].
+pub(crate) enum Step<'a> {
+    /// As [`PgConn::insert_all`]: a one-row INSERT and the rows.
+    InsertAll(&'a str, Vec<Vec<Value>>),
+    /// As [`PgConn::query_columns`]: a statement of array parameters and their values.
+    Columns(&'a str, Vec<Vec<Value>>),
+}
+
+/// Rows (one value per parameter each) turned into one array per parameter.
+fn columns_of(runs: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
+    let width = runs.first().map_or(0, Vec::len);
+    let mut columns: Vec<Vec<Value>> = (0..width).map(|_| Vec::with_capacity(runs.len())).collect();
+    for run in runs {
+        for (column, value) in columns.iter_mut().zip(run) {
+            column.push(value);
+        }
+    }
+    columns
 }
 
 /// Rows streamed from the server as they are read.

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::rollups::Deltas;
 use super::{event_id, Committed, Names, SessionState, INSERT_EVENT};
-use crate::db::{self, params, Params, Value};
+use crate::db::{self, params, Params, Step, Value};
 use crate::model::{Ack, NewEvent};
 use crate::store::partitions;
 use crate::{Error, Result};
@@ -310,7 +310,7 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         s.last_seen = s.last_seen.max(e.occurred_at.timestamp_millis());
         s.now = Some(new);
     }
-    pg.insert_all(INSERT_EVENT, rows)?;
+    let mut steps = vec![Step::InsertAll(INSERT_EVENT, rows)];
     let mut changed: Vec<Vec<Value>> = (0..6).map(|_| Vec::new()).collect();
     for s in sessions.values() {
         let Some(now) = s.now.as_ref() else { continue };
@@ -329,17 +329,16 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         }
     }
     if !changed[0].is_empty() {
-        pg.query_columns(
+        steps.push(Step::Columns(
             "UPDATE sessions AS s SET first_hour = u.first_hour, variant = u.variant, forced = u.forced, flags = u.flags,
                                       last_seen = greatest(s.last_seen, u.last_seen)
              FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]), CAST(?3 AS text[]), CAST(?4 AS bigint[]),
                          CAST(?5 AS bigint[]), CAST(?6 AS bigint[])) AS u(seq, first_hour, variant, forced, flags, last_seen)
              WHERE s.seq = ANY(CAST(?1 AS bigint[])) AND s.seq = u.seq",
-            &changed,
-        )?;
+            changed,
+        ));
     }
-    for (sql, runs) in deltas.sorted_upserts() {
-        pg.insert_all(sql, runs)?;
-    }
-    Ok(())
+    // The rollup tables in one order on every node, each one's rows sorted.
+    steps.extend(deltas.sorted_upserts().into_iter().map(|(sql, runs)| Step::InsertAll(sql, runs)));
+    pg.pipeline(steps)
 }
