@@ -59,6 +59,38 @@ fn str_args(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
+/// Sets up, on a node of its own living at `clock`, a site whose weekly
+/// report goes by e-mail to two recipients and to `hook`; returns the ids
+/// of the site and the report.
+fn weekly_report(
+    db: &Db,
+    key: &str,
+    smtp: &SmtpReceiver,
+    hook: &HttpReceiver,
+    clock: DateTime<Utc>,
+) -> (String, String) {
+    let mut setup = TestApp::spawn_on(db.shared(), key, &str_args(&node_args(smtp, clock)));
+    let site = id(&setup.create_site("weekly.example.com", "Europe/Paris"));
+    setup
+        .post(
+            &format!("/v1/sites/{site}/integrations"),
+            &json!({"kind": "webhook", "url": hook.url, "events": ["weekly_report"]}),
+        )
+        .expect(201);
+    let created = setup.post(
+        &format!("/v1/sites/{site}/reports"),
+        &json!({
+            "type": "weekly",
+            "recipients": [{"email": "ana@example.com", "role": "Admin"}, {"email": "bob@example.com", "role": "Reader"}],
+            "channels": ["email", "webhook"]
+        }),
+    );
+    created.expect(201);
+    let report = created.body["id"].as_str().unwrap().to_owned();
+    assert_eq!(setup.stop(), 0, "{}", setup.logs());
+    (site, report)
+}
+
 /// The report's runs as `node` lists them, newest first.
 fn runs(node: &TestApp, site: &str, report: &str) -> Vec<Value> {
     let a = node.get(&format!("/v1/sites/{site}/reports/{report}/runs"));
@@ -185,30 +217,8 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
     let key = admin_key(&db);
     let (first, second) = (monday_eight(2), monday_eight(1));
 
-    // The report is set up on a node of the week before, so it is due when the three nodes start.
-    let mut setup = TestApp::spawn_on(
-        db.shared(),
-        &key,
-        &str_args(&node_args(&smtp, first - chrono::Duration::days(1))),
-    );
-    let site = id(&setup.create_site("weekly.example.com", "Europe/Paris"));
-    setup
-        .post(
-            &format!("/v1/sites/{site}/integrations"),
-            &json!({"kind": "webhook", "url": hook.url, "events": ["weekly_report"]}),
-        )
-        .expect(201);
-    let created = setup.post(
-        &format!("/v1/sites/{site}/reports"),
-        &json!({
-            "type": "weekly",
-            "recipients": [{"email": "ana@example.com", "role": "Admin"}, {"email": "bob@example.com", "role": "Reader"}],
-            "channels": ["email", "webhook"]
-        }),
-    );
-    created.expect(201);
-    let report = created.body["id"].as_str().unwrap().to_owned();
-    assert_eq!(setup.stop(), 0, "{}", setup.logs());
+    // The report is set up the week before, so it is due when the three nodes start.
+    let (site, report) = weekly_report(&db, &key, &smtp, &hook, first - chrono::Duration::days(1));
 
     // Three nodes start together, each with the first occurrence due at its first scheduler turn.
     let args = node_args(&smtp, first + chrono::Duration::seconds(30));
