@@ -113,6 +113,16 @@ impl Db {
         }
     }
 
+    /// The same PostgreSQL database for another collector whose sessions
+    /// carry `application` as their `application_name`, so that the test can
+    /// tell from `pg_stat_activity` which node a session belongs to.
+    pub fn shared_as(&self, application: &str) -> Db {
+        match &self.0 {
+            Engine::Postgres { url, .. } | Engine::Shared(url) => Db(Engine::Shared(format!("{url}?application_name={application}"))),
+            Engine::Sqlite(_) => panic!("one SQLite file is never shared by collectors"),
+        }
+    }
+
     /// This SQLite file, whatever engine the other tests run on.
     pub fn sqlite(file: PathBuf) -> Db {
         Db(Engine::Sqlite(file))
