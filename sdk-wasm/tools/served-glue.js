@@ -42,9 +42,8 @@ function drop(text, why) {
   glue = glue.replace(text, '');
 }
 
-// Fallbacks for browsers without `TextEncoder.encodeInto` (not used any more,
-// see below) or `FinalizationRegistry` (every browser that runs this module,
-// which needs reference types, has it).
+// The fallback for browsers without `TextEncoder.encodeInto` (not used any
+// more, see below).
 drop(`
 if (!('encodeInto' in cachedTextEncoder)) {
     cachedTextEncoder.encodeInto = function (arg, view) {
@@ -57,9 +56,6 @@ if (!('encodeInto' in cachedTextEncoder)) {
     };
 }
 `, 'encodeInto fallback');
-drop(`(typeof FinalizationRegistry === 'undefined')
-    ? { register: () => {}, unregister: () => {} }
-    : `, 'FinalizationRegistry fallback');
 // Strings into the wasm: encoded whole then copied, wasm-bindgen's own path
 // when no `realloc` is given, instead of its ASCII loop with `encodeInto`
 // and reallocation (same bytes in the wasm's memory; the SDK passes short
@@ -72,6 +68,9 @@ replaceFunction('function passStringToWasm0', `function passStringToWasm0(arg, m
     return ptr;
 }
 `);
+
+// The raw export's glue wrapper: the SDK reads the raw export itself (task.rs's `resumer`).
+replaceFunction('export function __postern_wake', '');
 
 const exportLine = 'export { initSync, __wbg_init as default };';
 if (!glue.includes(exportLine)) throw new Error('the glue does not export initSync as expected');
