@@ -165,14 +165,20 @@ impl<'a> Queue<'a> {
     /// Adds an event, dropping those older than a day and the oldest past `QUEUE_MAX`.
     fn add(&mut self, now: u64, queued_at: u64, body: &'a str) {
         self.events.push((queued_at, body));
+        self.drop_old(now);
+        self.take_front(self.events.len().saturating_sub(QUEUE_MAX));
+    }
+
+    /// Drops the events older than a day. One function for `add` and `take`:
+    /// each closure given to `retain` is a copy of it in the wasm.
+    fn drop_old(&mut self, now: u64) {
         self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
-        let extra = self.events.len().saturating_sub(QUEUE_MAX);
-        // `retain`, not `drain(..extra)`: a range's bounds check would bring `core::fmt`.
-        let mut i = 0;
-        self.events.retain(|_| {
-            i += 1;
-            i > extra
-        });
+    }
+
+    /// Takes the `n` oldest events out (all of them when there are fewer).
+    fn take_front(&mut self, n: usize) -> Vec<(u64, &'a str)> {
+        let rest = self.events.split_off(n.min(self.events.len()));
+        core::mem::replace(&mut self.events, rest)
     }
 
     /// A send failed: the next resend waits twice as long as the last wait
@@ -192,16 +198,8 @@ impl<'a> Queue<'a> {
         if now < self.next_ms {
             return Vec::new();
         }
-        self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
-        let mut taken = Vec::new();
-        self.events.retain(|e| {
-            let take = taken.len() < budget;
-            if take {
-                taken.push(*e);
-            }
-            !take
-        });
-        taken
+        self.drop_old(now);
+        self.take_front(budget)
     }
 }
 
