@@ -50,7 +50,7 @@ pub fn base(endpoint: &str) -> JsValue {
 /// A JS string: it goes to `fetch` as it is, and into Rust only if it must wait in the queue.
 pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object, keep_utm: bool) -> JsValue {
     let o = Object::new();
-    js::set_str(&o, "event_id", &dom::uuid_v4());
+    js::set(&o, "event_id", &dom::uuid());
     js::set_str(&o, "site_id", site_id);
     js::set_str(&o, "session_id", session_id);
     js::set_str(&o, "event_type", event_type);
