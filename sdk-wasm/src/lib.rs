@@ -280,7 +280,7 @@ impl Sdk {
         session_key.push_str(&opts.site_id);
         let stored = dom::load(&session_key).and_then(|s| Session::parse(&s));
         let session = Session::resume(stored, dom::now_ms(), dom::uuid_v4);
-        let wall_module = if opts.wall.is_undefined() { JsValue::from_str(wall::MODULE) } else { opts.wall };
+        let wall_module = opts.wall.unwrap_or_else(|| JsValue::from_str(wall::MODULE));
 
         let sdk: &'static Sdk = alloc::boxed::Box::leak(alloc::boxed::Box::new(Sdk {
             site_id: opts.site_id,
