@@ -72,6 +72,17 @@ replaceFunction('function passStringToWasm0', `function passStringToWasm0(arg, m
 // The raw export's glue wrapper: the SDK reads the raw export itself (task.rs's `resumer`).
 replaceFunction('export function __postern_wake', '');
 
+// Strings out of the wasm: decoded without wasm-bindgen's count of the
+// bytes decoded, which swaps the decoder after 2 GB for Safari's sake; the
+// SDK decodes a few KB per check.
+drop(`const MAX_SAFARI_DECODE_BYTES = 2146435072;
+let numBytesDecoded = 0;
+`, 'Safari decode limit');
+replaceFunction('function decodeText', `function decodeText(bytes) {
+    return cachedTextDecoder.decode(bytes);
+}
+`);
+
 const exportLine = 'export { initSync, __wbg_init as default };';
 if (!glue.includes(exportLine)) throw new Error('the glue does not export initSync as expected');
 glue = glue.replace(exportLine, 'export { __wbg_init as default };');
