@@ -83,6 +83,18 @@ replaceFunction('function decodeText', `function decodeText(bytes) {
 }
 `);
 
+// The memory's DataView is made again when the memory grew (a new buffer):
+// wasm-bindgen's extra test of `detached` only spares that comparison.
+const memory = glue.match(/cachedDataViewMemory0\.buffer !== (wasm\.\w+)\.buffer/);
+if (!memory) throw new Error('the glue has no DataView cache as expected');
+replaceFunction('function getDataViewMemory0', `function getDataViewMemory0() {
+    if (cachedDataViewMemory0 === null || cachedDataViewMemory0.buffer !== ${memory[1]}.buffer) {
+        cachedDataViewMemory0 = new DataView(${memory[1]}.buffer);
+    }
+    return cachedDataViewMemory0;
+}
+`);
+
 const exportLine = 'export { initSync, __wbg_init as default };';
 if (!glue.includes(exportLine)) throw new Error('the glue does not export initSync as expected');
 glue = glue.replace(exportLine, 'export { __wbg_init as default };');
