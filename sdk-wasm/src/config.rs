@@ -22,8 +22,8 @@ pub struct Options {
     pub variant: Option<String>,
     pub debug: bool,
     /// The wall module for the npm package: a function that imports it
-    /// (bundled with the page); undefined for the collector's own file.
-    pub wall: JsValue,
+    /// (bundled with the page); none for the collector's own file.
+    pub wall: Option<JsValue>,
     /// `utm_*` parameters stay in the `page_url` sent (`keepUtm`).
     pub keep_utm: bool,
 }
@@ -43,7 +43,7 @@ impl Options {
             endpoint: string(o, "endpoint").filter(|s| !s.is_empty()),
             variant: string(o, "variant").filter(|s| !s.is_empty()),
             debug: get(o, "debug").as_bool().unwrap_or(false),
-            wall: Some(get(o, "wall")).filter(|w| w.is_function()).unwrap_or(JsValue::UNDEFINED),
+            wall: Some(get(o, "wall")).filter(|w| w.is_function()),
             keep_utm: get(o, "keepUtm").as_bool().unwrap_or(false),
         })
     }

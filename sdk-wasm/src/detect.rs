@@ -80,18 +80,22 @@ pub struct ElementRead {
 
 /// What one read decides: `Some` ends the watch. A blocker hides both sets
 /// with the same stylesheet, so both are hidden at the same read.
-pub fn element_read(r: ElementRead) -> Option<ElementProbe> {
+pub const fn element_read(r: ElementRead) -> Option<ElementProbe> {
     if !r.connected || r.control_hidden {
         return Some(ElementProbe::Unmeasured);
     }
-    r.hidden.iter().all(|h| *h).then_some(ElementProbe::Hidden)
+    if r.hidden[0] && r.hidden[1] {
+        Some(ElementProbe::Hidden)
+    } else {
+        None
+    }
 }
 
 /// The verdict of the last read of a window in which no read decided.
-pub fn element_end(last: ElementRead) -> ElementProbe {
+pub const fn element_end(last: ElementRead) -> ElementProbe {
     match element_read(last) {
         Some(p) => p,
-        None if last.hidden.iter().any(|h| *h) => ElementProbe::Unmeasured,
+        None if last.hidden[0] || last.hidden[1] => ElementProbe::Unmeasured,
         None => ElementProbe::Visible,
     }
 }

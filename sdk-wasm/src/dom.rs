@@ -12,7 +12,9 @@ use wasm_bindgen::prelude::*;
 // A document being torn down (or a worker) has no `document`: `listen`
 // then says so. localStorage throws in some private modes and when full: a
 // refused storage only costs the session's continuity. `idle` falls back on
-// a timeout where requestIdleCallback is missing (Safari).
+// a timeout where requestIdleCallback is missing (Safari). `uuid` makes a
+// random UUID v4 without `crypto.randomUUID`, which plain-http pages lack: the
+// template's 0s and 1s are random hex digits, its 8 one of 8, 9, a and b.
 #[wasm_bindgen(inline_js = "const d = () => self.document, on = (t, e) => new Promise((r) => t.addEventListener(e, r, { once: true }));
 export function load(k) {
   try {
@@ -25,6 +27,8 @@ export function store(k, v) {
   } catch {}
 }
 export const loc = (k) => location[k];
+export const uuid = () =>
+  '10000000-1000-4000-8000-100000000000'.replace(/[018]/g, (c) => (c ^ (crypto.getRandomValues(new Uint8Array(1))[0] & (15 >> (c / 4)))).toString(16));
 export const visible = () => d().visibilityState == 'visible';
 export const brave = () => !!navigator.brave;
 export const online = () => navigator.onLine !== false;
@@ -50,6 +54,8 @@ extern "C" {
     pub fn store(key: &str, value: &str);
     #[wasm_bindgen(js_name = loc)]
     fn loc(key: &str) -> JsValue;
+    /// A random UUID v4 (the session id and each event's `event_id`), as a JS string.
+    pub fn uuid() -> JsValue;
     #[wasm_bindgen(js_name = visible)]
     pub fn document_visible() -> bool;
     /// Brave exposes `navigator.brave`; no other browser does.
@@ -70,12 +76,6 @@ extern "C" {
     fn idle_js() -> Promise;
 }
 
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
-    fn get_random_values(bytes: &mut [u8]);
-}
-
 // Strings come back as JS values read with `as_string`: a `String` return
 // brings wasm-bindgen's boxed-slice conversion into the wasm.
 
@@ -93,36 +93,9 @@ pub fn now_ms() -> f64 {
     js_sys::Date::now()
 }
 
-pub fn random_bytes<const N: usize>() -> [u8; N] {
-    let mut bytes = [0u8; N];
-    get_random_values(&mut bytes);
-    bytes
-}
-
-/// A random UUID v4 (the session id and each event's `event_id`).
+/// `uuid` as a Rust string.
 pub fn uuid_v4() -> String {
-    let mut b = random_bytes::<16>();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    uuid_text(&b)
-}
-
-/// The hyphenated lower-case form of 16 bytes.
-pub fn uuid_text(b: &[u8; 16]) -> String {
-    let mut s = String::with_capacity(36);
-    for (i, byte) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        push_hex(&mut s, *byte);
-    }
-    s
-}
-
-pub fn push_hex(s: &mut String, byte: u8) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    s.push(char::from(DIGITS[usize::from(byte >> 4)]));
-    s.push(char::from(DIGITS[usize::from(byte & 15)]));
+    uuid().as_string().unwrap_or_default()
 }
 
 pub fn href() -> String {
@@ -174,11 +147,5 @@ mod tests {
         assert_eq!(param("?postern_variant=", "postern_variant"), None);
         assert_eq!(param("?xpostern_variant=a&postern_variantx=b", "postern_variant"), None);
         assert_eq!(param("", "postern_variant"), None);
-    }
-
-    #[test]
-    fn uuids_are_hyphenated_lower_hex() {
-        let b = [0x0b, 0x7e, 0x4c, 0x1e, 0x3f, 0x2a, 0x4d, 0x5b, 0x9c, 0x8e, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f];
-        assert_eq!(uuid_text(&b), "0b7e4c1e-3f2a-4d5b-9c8e-1a2b3c4d5e6f");
     }
 }

@@ -15,7 +15,8 @@ impl Error {
     pub fn message(self) -> &'static str {
         match self {
             Error::NotInitialized => "Postern: call init({siteId}) first",
-            Error::BadOptions => "Postern: init expects {siteId: string, endpoint?: string, variant?: string, debug?: boolean}",
+            // The one thing `Options::from_js` refuses: the other options take defaults.
+            Error::BadOptions => "Postern: init needs {siteId: string}",
             Error::NoDom => "Postern: no window or document",
         }
     }

@@ -250,7 +250,8 @@ struct Shown {
 
 struct Sdk {
     site_id: String,
-    endpoint: String,
+    /// The collector's base URL (`transport::base`).
+    endpoint: JsValue,
     debug: bool,
     /// `init({variant})` or `?postern_variant=NAME`.
     forced_variant: Option<String>,
@@ -258,8 +259,6 @@ struct Sdk {
     session: Slot<Session>,
     /// `init({keepUtm})`: `utm_*` parameters stay in `page_url`.
     keep_utm: bool,
-    /// `GET /v1/sdk/sites/:id/config`, requested only when a wall may show.
-    config_url: String,
     config: Slot<Option<SiteConfig>>,
     /// The wall module: its file name beside the glue's, or (npm) a function that imports it.
     wall_module: JsValue,
@@ -276,16 +275,12 @@ struct Sdk {
 
 impl Sdk {
     fn start(opts: Options) -> Result<()> {
-        let endpoint = opts.endpoint.unwrap_or_else(|| dom::location_str("origin"));
+        let endpoint = transport::base(&opts.endpoint.unwrap_or_else(|| dom::location_str("origin")));
         let mut session_key = String::from("postern:s:");
         session_key.push_str(&opts.site_id);
         let stored = dom::load(&session_key).and_then(|s| Session::parse(&s));
         let session = Session::resume(stored, dom::now_ms(), dom::uuid_v4);
-        let mut config_url = String::from("/v1/sdk/sites/");
-        config_url.push_str(&opts.site_id);
-        config_url.push_str("/config");
-        let config_url = transport::join(&endpoint, &config_url);
-        let wall_module = if opts.wall.is_undefined() { JsValue::from_str(wall::MODULE) } else { opts.wall };
+        let wall_module = opts.wall.unwrap_or_else(|| JsValue::from_str(wall::MODULE));
 
         let sdk: &'static Sdk = alloc::boxed::Box::leak(alloc::boxed::Box::new(Sdk {
             site_id: opts.site_id,
@@ -295,7 +290,6 @@ impl Sdk {
             forced_variant: opts.variant.or_else(|| dom::query_param("postern_variant")),
             session_key,
             session: Slot::new(session),
-            config_url,
             config: Slot::new(None),
             wall_module,
             wall_needs: Slot::new(None),
@@ -352,7 +346,7 @@ impl Sdk {
     /// Starts loading what a wall needs (its module, the site's config), on
     /// the first sign of a blocker: a visitor without one downloads neither.
     fn prefetch(&self) -> Promise {
-        self.wall_needs.borrow_mut().get_or_insert_with(|| wall::needs(&self.config_url, &self.wall_module)).clone()
+        self.wall_needs.borrow_mut().get_or_insert_with(|| wall::needs(&self.endpoint, &self.site_id, &self.wall_module)).clone()
     }
 
     async fn show_when_loaded(&'static self, blocker: BlockerType, forced: bool) {

@@ -6,8 +6,6 @@
 //! looks each read up in the table `detect` fills in. Waiting in JS costs no
 //! Rust state machine per poll.
 
-use alloc::string::String;
-
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;
 
@@ -54,27 +52,35 @@ extern "C" {
 }
 
 /// The helper's code of a verdict; 0 is "keep watching".
-fn code(p: Option<ElementProbe>) -> char {
+const fn code(p: Option<ElementProbe>) -> u8 {
     match p {
-        None => '0',
-        Some(ElementProbe::Hidden) => '1',
-        Some(ElementProbe::Visible) => '2',
-        Some(ElementProbe::Unmeasured) => '3',
+        None => b'0',
+        Some(ElementProbe::Hidden) => b'1',
+        Some(ElementProbe::Visible) => b'2',
+        Some(ElementProbe::Unmeasured) => b'3',
     }
 }
 
 /// What each of the 16 possible reads decides (`element_read`), then what
-/// each decides as the last read of the window (`element_end`).
-fn table() -> String {
-    let mut t = String::with_capacity(32);
-    for end in [false, true] {
-        for m in 0..16u8 {
+/// each decides as the last read of the window (`element_end`): computed at
+/// compile time, so the wasm holds the 32 digits and none of the code.
+const TABLE: &str = {
+    const BYTES: [u8; 32] = {
+        let mut t = [0u8; 32];
+        let mut i = 0;
+        while i < 32 {
+            let m = i as u8 & 15;
             let r = ElementRead { hidden: [m & 1 != 0, m & 2 != 0], control_hidden: m & 4 != 0, connected: m & 8 != 0 };
-            t.push(code(if end { Some(element_end(r)) } else { element_read(r) }));
+            t[i] = code(if i < 16 { element_read(r) } else { Some(element_end(r)) });
+            i += 1;
         }
+        t
+    };
+    match core::str::from_utf8(&BYTES) {
+        Ok(t) => t,
+        Err(_) => panic!("the table is ASCII digits"),
     }
-    t
-}
+};
 
 /// Inserts the bait elements and their control and watches them for
 /// `ELEMENT_WINDOW_MS`. The window is counted in reads, not read on the
@@ -82,7 +88,7 @@ fn table() -> String {
 /// makes the window longer.
 pub async fn elements() -> ElementProbe {
     let [a, b] = &bait::ELEMENTS;
-    let p = watch(a.spec, b.spec, bait::CONTROL_ELEMENT.spec, &table(), ELEMENT_WINDOW_MS / ELEMENT_POLL_MS, ELEMENT_POLL_MS);
+    let p = watch(a.spec, b.spec, bait::CONTROL_ELEMENT.spec, TABLE, ELEMENT_WINDOW_MS / ELEMENT_POLL_MS, ELEMENT_POLL_MS);
     match crate::task::settle(p).await.as_f64() {
         Some(1.0) => ElementProbe::Hidden,
         Some(2.0) => ElementProbe::Visible,
@@ -96,7 +102,7 @@ mod tests {
 
     #[test]
     fn the_table_holds_what_each_read_decides() {
-        let t = table();
+        let t = TABLE;
         assert_eq!(t.len(), 32);
         // Both sets hidden, the control shown, all connected: hidden at once.
         assert_eq!(&t[0b1011..0b1100], "1");

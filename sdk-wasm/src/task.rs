@@ -6,8 +6,9 @@
 //!
 //! `wake` is also the SDK's only other entry from JS: bound to `EVENT` it is
 //! the DOM event listener (`listener`), bound to `RESOLVER` the executor of
-//! the promises `spawn_promise` makes. Each distinct Rust closure type costs
-//! an export, shims and glue.
+//! the promises `spawn_promise` makes. It is a wasm export that `resumer`
+//! reads from the instance's exports, not a wasm-bindgen `Closure`, whose
+//! glue (a reference count and a `FinalizationRegistry`) and shims weigh more.
 
 use alloc::boxed::Box;
 use core::cell::Cell;
@@ -49,8 +50,6 @@ struct Exec {
     settled: Slot<Option<JsValue>>,
     /// The resolve function `new Promise` just handed to `wake`.
     resolver: Slot<Option<Function>>,
-    /// `Fn`, not `FnMut`: `wake` is re-entered when a job makes a promise.
-    wake: Slot<Option<Closure<dyn Fn(u32, JsValue)>>>,
 }
 
 // SAFETY: wasm32 without the `atomics` feature runs on one thread only.
@@ -61,7 +60,6 @@ static EXEC: Exec = Exec {
     current: Cell::new(0),
     settled: Slot::new(None),
     resolver: Slot::new(None),
-    wake: Slot::new(None),
 };
 
 /// `wake`'s first argument when it is not a job (never a slot: there are a
@@ -85,11 +83,11 @@ extern "C" {
     fn new(executor: &Function) -> PromiseClass;
 }
 
-/// `wake` bound to a job (or `EVENT`, `RESOLVER`), as a JS function of the value.
+/// `wake` bound to a job (or `EVENT`, `RESOLVER`), as a JS function of the value:
+/// the raw export takes the same arguments as its glue wrapper (a number and
+/// any JS value), and keeps its name (`sdk-wasm/tools/short-imports.js`).
 fn resumer(job: u32) -> Function {
-    let mut w = EXEC.wake.borrow_mut();
-    let w = w.get_or_insert_with(|| Closure::new(wake));
-    let f: &Function = w.as_ref().unchecked_ref();
+    let f: Function = crate::js::prop(&wasm_bindgen::exports(), "__postern_wake").unchecked_into();
     f.bind1(&JsValue::NULL, &JsValue::from_f64(f64::from(job))).unchecked_into()
 }
 
@@ -132,7 +130,10 @@ pub fn spawn_promise(job: impl Future<Output = JsValue> + 'static) -> Promise {
     p
 }
 
-fn wake(job: u32, value: JsValue) {
+/// Not API: exported only for `resumer`, under a name the npm package's
+/// entry (`index.js`) does not re-export.
+#[wasm_bindgen(js_name = __postern_wake)]
+pub fn wake(job: u32, value: JsValue) {
     match job {
         EVENT => return crate::on_event(value.unchecked_into()),
         RESOLVER => return drop(EXEC.resolver.replace(Some(value.unchecked_into()))),

@@ -40,25 +40,17 @@ const BACKOFF_MAX_MS: u64 = 6 * 3600 * 1000;
 /// Events this page has resent so far.
 static RESENT: AtomicU32 = AtomicU32::new(0);
 
-pub const EVENTS_PATH: &str = "/v1/e";
-
-/// The endpoint without a trailing slash.
-fn origin(endpoint: &str) -> &str {
-    endpoint.strip_suffix("/").unwrap_or(endpoint)
-}
-
-pub fn join(endpoint: &str, path: &str) -> String {
-    let mut url = String::with_capacity(endpoint.len() + path.len());
-    url.push_str(origin(endpoint));
-    url.push_str(path);
-    url
+/// The collector's base URL as the JS helpers take it: the endpoint without
+/// a trailing slash, as a JS string they append their paths to.
+pub fn base(endpoint: &str) -> JsValue {
+    JsValue::from_str(endpoint.strip_suffix("/").unwrap_or(endpoint))
 }
 
 /// One event's JSON body, built with the browser's own JSON.
 /// A JS string: it goes to `fetch` as it is, and into Rust only if it must wait in the queue.
 pub fn event_body(site_id: &str, session_id: &str, event_type: &str, metadata: &Object, keep_utm: bool) -> JsValue {
     let o = Object::new();
-    js::set_str(&o, "event_id", &dom::uuid_v4());
+    js::set(&o, "event_id", &dom::uuid());
     js::set_str(&o, "site_id", site_id);
     js::set_str(&o, "session_id", session_id);
     js::set_str(&o, "event_type", event_type);
@@ -87,27 +79,27 @@ pub fn page_url(href: &str, keep_utm: bool) -> String {
 }
 
 // Events go out as a `text/plain` POST without cookies that outlives the
-// page (`keepalive`). `post` resolves to the answer's status, 0 when the
+// page (`keepalive`), to `/v1/e` under the collector's base URL `e`. `post` resolves to the answer's status, 0 when the
 // request failed (offline, blocked): its failure is taken as a value at
 // once, since a rejection that nothing handles yet is logged by the browser
 // as an error of the page. `beacon` hands the body to `sendBeacon` when
-// `same` (the page's own origin) and falls back on `post`.
-#[wasm_bindgen(inline_js = "export const post = (u, b) =>
-  fetch(u, { credentials: 'omit', method: 'POST', body: b, keepalive: true }).then((r) => r.status, () => 0);
-export function beacon(u, b, same) {
-  (same && navigator.sendBeacon(u, b)) || post(u, b);
+// the collector is the page's own origin and falls back on `post`.
+#[wasm_bindgen(inline_js = "export const post = (e, b) =>
+  fetch(e + '/v1/e', { credentials: 'omit', method: 'POST', body: b, keepalive: true }).then((r) => r.status, () => 0);
+export function beacon(e, b) {
+  (e == location.origin && navigator.sendBeacon(e + '/v1/e', b)) || post(e, b);
 }")]
 extern "C" {
-    fn post(url: &str, body: &JsValue) -> Promise;
-    fn beacon(url: &str, body: &str, same_origin: bool);
+    fn post(base: &JsValue, body: &JsValue) -> Promise;
+    fn beacon(base: &JsValue, body: &str);
 }
 
 /// Sends one event queued at `queued_at` (now, for a new one); on a
 /// retryable failure (offline, refused by the network, rate limited, a
 /// server error) it joins the queue and the backoff grows. A 4xx is the
 /// collector refusing the event itself: resending cannot help.
-pub async fn send(endpoint: &str, body: JsValue, queued_at: f64) {
-    let status = crate::task::settle(post(&join(endpoint, EVENTS_PATH), &body)).await;
+pub async fn send(base: &JsValue, body: JsValue, queued_at: f64) {
+    let status = crate::task::settle(post(base, &body)).await;
     let retry = matches!(status.as_f64().unwrap_or(0.0) as u16, 0 | 429 | 500..=599);
     let stored = dom::load(QUEUE_KEY).unwrap_or_default();
     let body = body.as_string().unwrap_or_default();
@@ -173,14 +165,20 @@ impl<'a> Queue<'a> {
     /// Adds an event, dropping those older than a day and the oldest past `QUEUE_MAX`.
     fn add(&mut self, now: u64, queued_at: u64, body: &'a str) {
         self.events.push((queued_at, body));
+        self.drop_old(now);
+        self.take_front(self.events.len().saturating_sub(QUEUE_MAX));
+    }
+
+    /// Drops the events older than a day. One function for `add` and `take`:
+    /// each closure given to `retain` is a copy of it in the wasm.
+    fn drop_old(&mut self, now: u64) {
         self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
-        let extra = self.events.len().saturating_sub(QUEUE_MAX);
-        // `retain`, not `drain(..extra)`: a range's bounds check would bring `core::fmt`.
-        let mut i = 0;
-        self.events.retain(|_| {
-            i += 1;
-            i > extra
-        });
+    }
+
+    /// Takes the `n` oldest events out (all of them when there are fewer).
+    fn take_front(&mut self, n: usize) -> Vec<(u64, &'a str)> {
+        let rest = self.events.split_off(n.min(self.events.len()));
+        core::mem::replace(&mut self.events, rest)
     }
 
     /// A send failed: the next resend waits twice as long as the last wait
@@ -200,16 +198,8 @@ impl<'a> Queue<'a> {
         if now < self.next_ms {
             return Vec::new();
         }
-        self.events.retain(|(at, _)| now.saturating_sub(*at) <= QUEUE_MAX_AGE_MS);
-        let mut taken = Vec::new();
-        self.events.retain(|e| {
-            let take = taken.len() < budget;
-            if take {
-                taken.push(*e);
-            }
-            !take
-        });
-        taken
+        self.drop_old(now);
+        self.take_front(budget)
     }
 }
 
@@ -236,11 +226,8 @@ pub fn take_queue(f: &mut dyn FnMut(&str, f64)) {
 /// page. `sendBeacon` only to the page's own origin: filter lists block
 /// third-party beacons (`$ping,third-party`), and keepalive fetch outlives
 /// the page just as well.
-pub fn flush_on_exit(endpoint: &str) {
-    // Same origin: `url` is the page's own origin's, a URL `sendBeacon` cannot refuse.
-    let same_origin = origin(endpoint) == dom::location_str("origin");
-    let url = join(endpoint, EVENTS_PATH);
-    take_queue(&mut |body, _| beacon(&url, body, same_origin));
+pub fn flush_on_exit(base: &JsValue) {
+    take_queue(&mut |body, _| beacon(base, body));
 }
 
 // The probe requests (the bait sets', then the control's) at the same time,
@@ -262,13 +249,13 @@ pub fn flush_on_exit(endpoint: &str) {
   );
 }")]
 extern "C" {
-    fn probes(base: &str, a: &str, b: &str, control: &str, ms: u32) -> Promise;
+    fn probes(base: &JsValue, a: &str, b: &str, control: &str, ms: u32) -> Promise;
 }
 
 /// Requests the bait scripts and the control, all at once.
-pub fn start_probe(endpoint: &str) -> Promise {
+pub fn start_probe(base: &JsValue) -> Promise {
     let [a, b] = bait::PATHS;
-    probes(origin(endpoint), a, b, bait::CONTROL_PATH, REQUEST_TIMEOUT_MS)
+    probes(base, a, b, bait::CONTROL_PATH, REQUEST_TIMEOUT_MS)
 }
 
 /// What became of the probe requests, together (see `detect::requests`):
@@ -291,12 +278,6 @@ pub async fn finish_probe(probe: Promise) -> RequestProbe {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_join_without_double_slashes() {
-        assert_eq!(join("https://c.example.com/", "/v1/e"), "https://c.example.com/v1/e");
-        assert_eq!(join("https://c.example.com", "/v1/e"), "https://c.example.com/v1/e");
-    }
 
     const MIN: u64 = 60 * 1000;
 

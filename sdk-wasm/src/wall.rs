@@ -59,17 +59,18 @@ fn kind_name(kind: Kind) -> &'static str {
 // `endpoint` the page gave (the wall editor's preview gives a sandbox path).
 // Neither part rejects: a wall that cannot load is no wall, and a prefetch
 // nobody waits for must not log an unhandled rejection.
-#[wasm_bindgen(inline_js = "export function wallNeeds(config, m) {
+#[wasm_bindgen(inline_js = "export function wallNeeds(e, site, m) {
   return Promise.all([
-    fetch(config, { credentials: 'omit' }).then((r) => (r.ok ? r.json() : null)).catch(() => null),
+    fetch(e + '/v1/sdk/sites/' + site + '/config', { credentials: 'omit' }).then((r) => (r.ok ? r.json() : null)).catch(() => null),
     (typeof m == 'function' ? m() : import(/* webpackIgnore: true */ /* @vite-ignore */ new URL(m, import.meta.url).href)).catch(() => null),
   ]);
 }")]
 extern "C" {
-    /// `[the site config's JSON or null, the wall module or null]`: `m` is the
+    /// `[the site config's JSON (`GET /v1/sdk/sites/:id/config` under the
+    /// collector's base URL) or null, the wall module or null]`: `m` is the
     /// module's file name beside the glue, or (the npm package) a function that imports it.
     #[wasm_bindgen(js_name = wallNeeds)]
-    fn wall_needs(config_url: &str, m: &JsValue) -> Promise;
+    fn wall_needs(base: &JsValue, site_id: &str, m: &JsValue) -> Promise;
 
     /// The wall module's namespace.
     pub type Module;
@@ -90,8 +91,8 @@ extern "C" {
 }
 
 /// Starts loading what a wall needs: the site's config and the wall module.
-pub fn needs(config_url: &str, module: &JsValue) -> Promise {
-    wall_needs(config_url, module)
+pub fn needs(base: &JsValue, site_id: &str, module: &JsValue) -> Promise {
+    wall_needs(base, site_id, module)
 }
 
 /// A wall on screen. Dropping it removes it and gives the page back its scrolling.

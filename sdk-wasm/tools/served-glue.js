@@ -42,9 +42,8 @@ function drop(text, why) {
   glue = glue.replace(text, '');
 }
 
-// Fallbacks for browsers without `TextEncoder.encodeInto` (not used any more,
-// see below) or `FinalizationRegistry` (every browser that runs this module,
-// which needs reference types, has it).
+// The fallback for browsers without `TextEncoder.encodeInto` (not used any
+// more, see below).
 drop(`
 if (!('encodeInto' in cachedTextEncoder)) {
     cachedTextEncoder.encodeInto = function (arg, view) {
@@ -57,9 +56,6 @@ if (!('encodeInto' in cachedTextEncoder)) {
     };
 }
 `, 'encodeInto fallback');
-drop(`(typeof FinalizationRegistry === 'undefined')
-    ? { register: () => {}, unregister: () => {} }
-    : `, 'FinalizationRegistry fallback');
 // Strings into the wasm: encoded whole then copied, wasm-bindgen's own path
 // when no `realloc` is given, instead of its ASCII loop with `encodeInto`
 // and reallocation (same bytes in the wasm's memory; the SDK passes short
@@ -70,6 +66,32 @@ replaceFunction('function passStringToWasm0', `function passStringToWasm0(arg, m
     getUint8ArrayMemory0().subarray(ptr, ptr + buf.length).set(buf);
     WASM_VECTOR_LEN = buf.length;
     return ptr;
+}
+`);
+
+// The raw export's glue wrapper: the SDK reads the raw export itself (task.rs's `resumer`).
+replaceFunction('export function __postern_wake', '');
+
+// Strings out of the wasm: decoded without wasm-bindgen's count of the
+// bytes decoded, which swaps the decoder after 2 GB for Safari's sake; the
+// SDK decodes a few KB per check.
+drop(`const MAX_SAFARI_DECODE_BYTES = 2146435072;
+let numBytesDecoded = 0;
+`, 'Safari decode limit');
+replaceFunction('function decodeText', `function decodeText(bytes) {
+    return cachedTextDecoder.decode(bytes);
+}
+`);
+
+// The memory's DataView is made again when the memory grew (a new buffer):
+// wasm-bindgen's extra test of `detached` only spares that comparison.
+const memory = glue.match(/cachedDataViewMemory0\.buffer !== (wasm\.\w+)\.buffer/);
+if (!memory) throw new Error('the glue has no DataView cache as expected');
+replaceFunction('function getDataViewMemory0', `function getDataViewMemory0() {
+    if (cachedDataViewMemory0 === null || cachedDataViewMemory0.buffer !== ${memory[1]}.buffer) {
+        cachedDataViewMemory0 = new DataView(${memory[1]}.buffer);
+    }
+    return cachedDataViewMemory0;
 }
 `);
 

@@ -7,7 +7,8 @@
 // new names are `a`, `b`, … in import order. The exports (the API, the
 // closure shims `wasm_bindgen__convert__closures_____invoke__<hash>`, the
 // allocator) are only read by the glue as `wasm.<name>`: they become `A`,
-// `B`, … the same way. scripts/build-sdk runs it on the npm package's wasm
+// `B`, … the same way, except `__postern_*`, which the SDK itself looks up
+// by name. scripts/build-sdk runs it on the npm package's wasm
 // and glue, which the collector serves too (tools.test.js checks it).
 // binaryen's own `--minify-imports-and-exports-and-modules` does the wasm's
 // half (the glue would still need renaming from its mapping), but it keeps
@@ -81,7 +82,10 @@ function exportSection(start, end) {
     // An export is its kind (one byte) and an index.
     const descEnd = readUleb(wasm, p + 1)[1];
     const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
-    if (uses.test(glue)) {
+    if (field.startsWith('__postern_')) {
+      // The SDK reads it from the instance's exports by this name (task.rs's `resumer`).
+      body.push(name(field), wasm.subarray(p, descEnd));
+    } else if (uses.test(glue)) {
       const short = shortName(body.length / 2);
       glue = glue.replace(uses, `wasm.${short}`);
       body.push(name(short), wasm.subarray(p, descEnd));

@@ -101,6 +101,10 @@ test('short-imports: short names, consistent in the wasm and the glue, and nothi
   assert.deepEqual([...read].sort(), [...exported].filter((e) => read.has(e)).sort());
   assert.deepEqual([...exported].filter((e) => !read.has(e)), [], 'no export the glue does not read');
   assert.equal(read.size, new Set([...glueBefore.matchAll(/\bwasm\.(\w+)/g)].map((m) => m[1])).size, 'one new name per export read');
+  // The SDK looks its own `__postern_*` exports up by name (task.rs's `resumer`).
+  const own = WebAssembly.Module.exports(mBefore).map((e) => e.name).filter((n) => n.startsWith('__postern_'));
+  assert.deepEqual(own, ['__postern_wake']);
+  assert.ok(exported.has('__postern_wake'), '__postern_wake keeps its name');
 
   // Code, data, types, tables…: byte for byte the same.
   const body = (buf) => sections(buf).filter((x) => x.id !== 2 && x.id !== 7).map((x) => buf.subarray(x.start, x.end).toString('hex'));
@@ -220,7 +224,7 @@ test('served-glue: the loader\'s API and the imports kept, and strings passed in
     return Object.values(r.metafile.outputs)[0].exports.sort();
   };
   assert.deepEqual(exportsOf(after), ['check', 'default', 'forceDisplay', 'getSessionId', 'hide', 'init']);
-  assert.deepEqual(exportsOf(before).filter((e) => e !== 'initSync'), exportsOf(after), 'only initSync is dropped');
+  assert.deepEqual(exportsOf(before).filter((e) => e !== 'initSync' && e !== '__postern_wake'), exportsOf(after), 'only initSync and the SDK\'s own export are dropped');
   const keys = (code) => [...code.matchAll(/\n\s+(\w+): function/g)].map((m) => m[1]).sort();
   assert.deepEqual(keys(after), keys(before), 'the same imports');
   assert.ok(after.includes('WebAssembly.instantiateStreaming(response, imports)'));
