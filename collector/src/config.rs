@@ -35,6 +35,9 @@ pub struct Config {
     pub durability: Durability,
     /// How many writes may wait for the writer before ingestion answers 503.
     pub queue_capacity: usize,
+    /// How long the writer lets a group gather events before committing it
+    /// (`None`: the engine's default, see `startup`).
+    pub group_wait: Option<std::time::Duration>,
     /// Threads of the async runtime (HTTP, jobs).
     pub workers: usize,
     /// Header set by a trusted proxy with the visitor's country (for example `CF-IPCountry`).
@@ -76,6 +79,8 @@ pub mod limits {
     /// Seconds; an hour is far beyond any honest client.
     pub const READ_TIMEOUT_SECS: RangeInclusive<u64> = 1..=3600;
     pub const QUEUE_CAPACITY: RangeInclusive<usize> = 1..=1_048_576;
+    /// Beyond a tenth of a second a group's wait is latency nobody should want.
+    pub const GROUP_WAIT_MS: RangeInclusive<u64> = 0..=100;
     pub const WORKERS: RangeInclusive<u16> = 1..=1024;
     /// A hundred years: "keep forever" in practice.
     pub const RETENTION_DAYS: RangeInclusive<u32> = 1..=36_500;
@@ -169,6 +174,9 @@ pub struct ServeArgs {
     /// Writes that may wait for the database writer before ingestion answers 503 [default: 8192]
     #[arg(long, env = "POSTERN_QUEUE_CAPACITY")]
     pub queue_capacity: Option<usize>,
+    /// Milliseconds the writer lets a group gather events before committing it: larger groups cost the database less per event [default: 0 on SQLite, 3 on PostgreSQL]
+    #[arg(long, env = "POSTERN_GROUP_WAIT_MS")]
+    pub group_wait_ms: Option<u64>,
     /// Threads serving HTTP and running jobs [default: one less than the CPUs, at least 1]
     #[arg(long, env = "POSTERN_WORKERS", value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: Option<u16>,
@@ -257,6 +265,7 @@ struct FileConfig {
     body_read_timeout: Option<u64>,
     durability: Option<String>,
     queue_capacity: Option<usize>,
+    group_wait_ms: Option<u64>,
     workers: Option<u16>,
     country_header: Option<String>,
     client_ip_header: Option<String>,
@@ -338,6 +347,10 @@ impl Config {
             )?),
             durability,
             queue_capacity: within("queue_capacity", args.queue_capacity.or(file.queue_capacity).unwrap_or(8192), limits::QUEUE_CAPACITY)?,
+            group_wait: match args.group_wait_ms.or(file.group_wait_ms) {
+                None => None,
+                Some(ms) => Some(std::time::Duration::from_millis(within("group_wait_ms", ms, limits::GROUP_WAIT_MS)?)),
+            },
             workers: match args.workers.or(file.workers) {
                 None => default_workers(),
                 Some(n) => usize::from(within("workers", n, limits::WORKERS)?),
@@ -478,6 +491,7 @@ mod tests {
             ("rate_limit_ingest", "10000001", "0 and 10000000"),
             ("rate_limit_api", "4294967295", "0 and 10000000"),
             ("queue_capacity", "0", "1 and 1048576"),
+            ("group_wait_ms", "101", "0 and 100"),
             ("queue_capacity", "9223372036854775807", "1 and 1048576"),
             ("workers", "0", "1 and 1024"),
             ("workers", "65535", "1 and 1024"),

@@ -31,6 +31,9 @@ fn outside_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     std::thread::scope(|s| s.spawn(f).join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
 }
 
+/// The writer's wait for more events on PostgreSQL (`--group-wait-ms`).
+const POSTGRES_GROUP_WAIT: Duration = Duration::from_millis(3);
+
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let geo = CountryResolver::new(config.country_header.clone(), config.geoip_db.as_deref())?;
     let (store, ingest_writer, outbox_writer) = outside_runtime(|| -> anyhow::Result<_> {
@@ -40,7 +43,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         Ok((Arc::new(store), ingest, outbox))
     })?;
     let metrics = Arc::new(Metrics::default());
-    let (writer, writer_thread) = writer::start(ingest_writer, config.queue_capacity, metrics.clone()).context("starting the writer")?;
+    // On PostgreSQL a group's statements cost the server about the same
+    // whatever the group's size, and several nodes each commit a share of the
+    // traffic: a short wait makes their groups larger.
+    let group_wait = config.group_wait.unwrap_or(if store.is_shared() { POSTGRES_GROUP_WAIT } else { Duration::ZERO });
+    let (writer, writer_thread) = writer::start(ingest_writer, config.queue_capacity, group_wait, metrics.clone()).context("starting the writer")?;
     connections::raise_open_files_limit(config.max_connections);
     let listener = TcpListener::bind(config.listen)
         .await

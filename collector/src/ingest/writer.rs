@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use analytics::model::{Ack, EventType, NewEvent};
 use analytics::write::{Committed, Group, Writer};
@@ -124,13 +124,13 @@ pub struct WriterThread {
 type Answers = (Vec<Ran>, Result<Committed, String>);
 
 /// Starts the writer thread on `writer`, the store's write connection.
-pub fn start(writer: Writer, capacity: usize, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
+pub fn start(writer: Writer, capacity: usize, group_wait: Duration, metrics: Arc<Metrics>) -> analytics::Result<(WriterHandle, WriterThread)> {
     let (tx, rx) = mpsc::channel(capacity);
     let (answers_tx, mut answers_rx) = mpsc::unbounded_channel::<Answers>();
     let thread_metrics = metrics.clone();
     let thread = std::thread::Builder::new()
         .name("postern-writer".into())
-        .spawn(move || run(writer, rx, &answers_tx, &thread_metrics))
+        .spawn(move || run(writer, rx, group_wait, &answers_tx, &thread_metrics))
         .map_err(|e| analytics::Error::Conflict(format!("cannot start the writer thread: {e}")))?;
     let answers = tokio::spawn(async move {
         while let Some((ran, commit)) = answers_rx.recv().await {
@@ -244,7 +244,14 @@ impl WriterHandle {
     }
 }
 
-fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::UnboundedSender<Answers>, metrics: &Metrics) {
+/// How often a group waiting for more events looks at the queue.
+const GROUP_WAIT_POLL: Duration = Duration::from_micros(250);
+
+/// Jobs from which a group stops waiting for more (`group_wait`): what a
+/// busy node's groups hold without waiting, so its writer never idles.
+const GROUP_WAIT_FILL: usize = 32;
+
+fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, group_wait: Duration, answers: &mpsc::UnboundedSender<Answers>, metrics: &Metrics) {
     let mut jobs: Vec<Work> = Vec::new();
     let mut stop = false;
     while !stop {
@@ -252,6 +259,7 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::Unbounde
             Some(Msg::Work(work)) => jobs.push(work),
             Some(Msg::Stop) | None => break,
         }
+        let until = Instant::now() + group_wait;
         while jobs.len() < MAX_GROUP_JOBS {
             match rx.try_recv() {
                 Ok(Msg::Work(work)) => jobs.push(work),
@@ -259,6 +267,7 @@ fn run(mut writer: Writer, mut rx: mpsc::Receiver<Msg>, answers: &mpsc::Unbounde
                     stop = true;
                     break;
                 }
+                Err(_) if jobs.len() < GROUP_WAIT_FILL && Instant::now() < until => std::thread::sleep(GROUP_WAIT_POLL),
                 Err(_) => break,
             }
         }
