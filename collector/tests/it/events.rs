@@ -736,3 +736,18 @@ fn an_event_route_reached_by_an_api_path_reads_the_request_alike() {
     assert_eq!(e["metadata"]["device_type"], "mobile", "{e}");
     assert_eq!(e["country"], "FR", "{e}");
 }
+
+#[test]
+fn a_lone_event_waits_out_the_group_wait_before_its_commit() {
+    // What --group-wait-ms buys a busy PostgreSQL node is measured by
+    // bench/pg-ingest.sh; here, that the writer honours it on either engine.
+    let app = TestApp::spawn_with(&["--group-wait-ms", "100"]);
+    let site = id(&app.create_site(DOMAIN, "UTC"));
+    let started = std::time::Instant::now();
+    let a = app.track(&event(&site, "session-group-wait", "pageview", json!({})));
+    let waited = started.elapsed();
+    assert_eq!(a.status, 201, "{}", a.text);
+    assert!(waited >= std::time::Duration::from_millis(100), "acknowledged after {waited:?}");
+    let stored = list(&app, &site, "");
+    assert_eq!(session_ids(&stored), vec!["session-group-wait".to_owned()]);
+}
