@@ -31,7 +31,12 @@ const MAX_NONCE: usize = 64;
 
 /// True for the paths this module answers (the router asks before routing here).
 pub fn handles(path: &str, demo: bool) -> bool {
-    path.starts_with("/p/") || BAIT_PATHS.contains(&path) || (demo && (path == "/demo" || path.starts_with("/demo/")))
+    sdk_path(path) || (demo && (path == "/demo" || path.starts_with("/demo/")))
+}
+
+/// The SDK's files (`/p/…`, the probe control among them) and its bait scripts.
+pub fn sdk_path(path: &str) -> bool {
+    path.starts_with("/p/") || BAIT_PATHS.contains(&path)
 }
 
 /// GET /p/:file, GET <bait path>, GET /p/echo.js, and in demo mode GET /demo/:file

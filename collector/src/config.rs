@@ -347,10 +347,11 @@ impl Config {
             )?),
             durability,
             queue_capacity: within("queue_capacity", args.queue_capacity.or(file.queue_capacity).unwrap_or(8192), limits::QUEUE_CAPACITY)?,
-            group_wait: match args.group_wait_ms.or(file.group_wait_ms) {
-                None => None,
-                Some(ms) => Some(std::time::Duration::from_millis(within("group_wait_ms", ms, limits::GROUP_WAIT_MS)?)),
-            },
+            group_wait: args
+                .group_wait_ms
+                .or(file.group_wait_ms)
+                .map(|ms| within("group_wait_ms", ms, limits::GROUP_WAIT_MS).map(std::time::Duration::from_millis))
+                .transpose()?,
             workers: match args.workers.or(file.workers) {
                 None => default_workers(),
                 Some(n) => usize::from(within("workers", n, limits::WORKERS)?),

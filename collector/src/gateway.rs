@@ -43,18 +43,12 @@ pub enum Class {
     Dashboard,
 }
 
-/// A file of the SDK (`/p/…`) or one of its probe requests: public files
-/// that are not API endpoints (the site config is one).
-fn sdk_file_or_probe(class: Class, path: &str) -> bool {
-    class == Class::PublicFiles && (path.starts_with("/p/") || crate::assets::BAIT_PATHS.contains(&path))
-}
-
 pub fn classify(path: &str) -> Class {
     match path {
         "/v1/events/track" | "/v1/events/batch" | "/v1/e" => Class::Ingest,
         "/healthz" | "/readyz" | "/metrics" => Class::Ops,
         "/v1/openapi.json" => Class::Public,
-        p if p.starts_with("/p/") || crate::assets::BAIT_PATHS.contains(&p) || p == "/demo" || p.starts_with("/demo/") => Class::PublicFiles,
+        p if crate::assets::sdk_path(p) || p == "/demo" || p.starts_with("/demo/") => Class::PublicFiles,
         p if p.strip_prefix("/v1/sdk/sites/").and_then(|r| r.strip_suffix("/config")).is_some_and(|id| !id.contains('/')) => {
             Class::PublicFiles
         }
@@ -147,11 +141,8 @@ where
             res.headers_mut().insert(http::header::ALLOW, HeaderValue::from_static(allow));
         }
     }
-    // A batch's answer already tells what its events left of the budget. The
-    // SDK's files and probe answers carry the headers only when refused: no
-    // script reads them there, and every visitor would download them (85 B an answer).
-    let quiet = sdk_file_or_probe(class, &path) && res.status() != StatusCode::TOO_MANY_REQUESTS;
-    if let Some(d) = decision.filter(|_| !quiet && !res.headers().contains_key("x-ratelimit-remaining")) {
+    // A batch's answer already tells what its events left of the budget.
+    if let Some(d) = decision.filter(|_| !res.headers().contains_key("x-ratelimit-remaining")) {
         d.write_headers(res.headers_mut());
     }
     if let Some(origin) = cors {
@@ -240,7 +231,11 @@ async fn admit_or_fail(ctx: &Ctx, class: Class, method: &Method, path: &str, hea
         }
         Class::PublicFiles => {
             let d = limiter.check(Bucket::PublicFiles(net), ctx.config.rate_limit_public_files, now).await?;
-            refuse_if_over(d, now).unwrap_or(Admission::Pass(d, None))
+            // The SDK's files and probe answers carry the headers only when
+            // refused: no script reads them there, and every visitor would
+            // download them (85 B an answer). The site config is an API endpoint.
+            let shown = d.filter(|_| !crate::assets::sdk_path(path));
+            refuse_if_over(d, now).unwrap_or(Admission::Pass(shown, None))
         }
         Class::Ingest => {
             let d = limiter.check(Bucket::IngestAddress(net), limits.0, now).await?;
