@@ -191,16 +191,16 @@ impl PgConn {
     pub(crate) fn pipeline(&self, steps: Vec<Step<'_>>) -> Result<()> {
         let mut statements = Vec::with_capacity(steps.len());
         for step in steps {
-            match step {
-                Step::InsertAll(sql, runs) if !runs.is_empty() => statements.push((self.prepare_unnest(sql)?, columns_of(runs))),
-                Step::InsertAll(..) => {}
-                Step::Columns(sql, columns) => statements.push((self.prepare(sql)?, columns)),
+            let (statement, runs) = match step {
+                Step::InsertAll(sql, runs) => (self.prepare_unnest(sql)?, runs),
+                Step::Arrays(sql, runs) => (self.prepare(sql)?, runs),
+            };
+            // A step without rows has nothing to do.
+            if !runs.is_empty() {
+                statements.push((statement, columns_of(runs)));
             }
         }
-        let queries = statements.iter().map(|(statement, columns)| {
-            let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
-            async move { self.client.query(statement, &params).await }
-        });
+        let queries = statements.iter().map(|(statement, columns)| async move { self.client.query(statement, &array_params(columns)).await });
         for result in self.wait(futures_util::future::join_all(queries)) {
             result.map_err(Error::Postgres)?;
         }
@@ -214,8 +214,7 @@ impl PgConn {
     }
 
     fn query_arrays(&self, statement: &Statement, columns: &[Vec<Value>]) -> Result<Vec<tokio_postgres::Row>> {
-        let params: Vec<&(dyn ToSql + Sync)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect();
-        self.wait(self.client.query(statement, &params)).map_err(Error::Postgres)
+        self.wait(self.client.query(statement, &array_params(columns))).map_err(Error::Postgres)
     }
 
     pub(crate) fn query(&self, s: &Statement, values: Vec<Value>) -> Result<RowReader<'_>> {
@@ -228,8 +227,14 @@ impl PgConn {
 pub(crate) enum Step<'a> {
     /// As [`PgConn::insert_all`]: a one-row INSERT and the rows.
     InsertAll(&'a str, Vec<Vec<Value>>),
-    /// As [`PgConn::query_columns`]: a statement of array parameters and their values.
-    Columns(&'a str, Vec<Vec<Value>>),
+    /// A statement of array parameters (`CAST(?1 AS bigint[])`), and the
+    /// rows whose values, parameter by parameter, make the arrays.
+    Arrays(&'a str, Vec<Vec<Value>>),
+}
+
+/// Each column as one array parameter.
+fn array_params(columns: &[Vec<Value>]) -> Vec<&(dyn ToSql + Sync)> {
+    columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect()
 }
 
 /// Rows (one value per parameter each) turned into one array per parameter.

@@ -127,19 +127,19 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     let pg = pg(conn)?;
     // In (site, client id) order on every node; a stable sort, so of two
     // copies in one group the first to arrive is the one stored.
-    let mut keyed: Vec<usize> = (0..events.len()).filter(|&i| events[i].0.client_event_id.is_some()).collect();
+    let mut keyed: Vec<((i64, String), usize)> =
+        events.iter().enumerate().filter_map(|(i, (e, _))| Some(((e.site_seq, e.client_event_id.clone()?), i))).collect();
     if keyed.is_empty() {
         return Ok((events, Committed::default()));
     }
-    let key = |i: usize| (events[i].0.site_seq, events[i].0.client_event_id.clone().unwrap_or_default());
-    keyed.sort_by_cached_key(|&i| key(i));
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
     let inserted = pg.insert_all(
         "INSERT INTO event_ids (site, client_event_id, id, received_at) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT DO NOTHING RETURNING site, client_event_id",
         keyed
             .iter()
-            .map(|&i| {
-                let (e, id) = &events[i];
+            .map(|(_, i)| {
+                let (e, id) = &events[*i];
                 params![e.site_seq, e.client_event_id, id.to_string(), e.received_at.timestamp_millis()].values()
             })
             .collect(),
@@ -150,12 +150,11 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
     }
     // The answer of each id stored, by this group (its first copy) or before it.
     let mut stored: HashMap<(i64, String), Ack> = HashMap::new();
-    let mut before: Vec<(i64, String)> = Vec::new();
-    for &i in &keyed {
-        let (e, id) = &events[i];
-        let k = key(i);
-        if claimed.contains(&k) {
-            stored.entry(k).or_insert(Ack { id: *id, received_at: e.received_at, duplicate: true });
+    let mut before: Vec<&(i64, String)> = Vec::new();
+    for (k, i) in &keyed {
+        let (e, id) = &events[*i];
+        if claimed.contains(k) {
+            stored.entry(k.clone()).or_insert(Ack { id: *id, received_at: e.received_at, duplicate: true });
         } else if before.last() != Some(&k) {
             before.push(k);
         }
@@ -178,9 +177,9 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
         }
     }
     let mut duplicates = HashMap::new();
-    for &i in &keyed {
-        let provisional = events[i].1;
-        let first = stored.get(&key(i)).ok_or(Error::NoRow)?;
+    for (k, i) in &keyed {
+        let provisional = events[*i].1;
+        let first = stored.get(k).ok_or(Error::NoRow)?;
         if first.id != provisional {
             duplicates.insert(provisional, first.clone());
         }
@@ -311,7 +310,7 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         s.now = Some(new);
     }
     let mut steps = vec![Step::InsertAll(INSERT_EVENT, rows)];
-    let mut changed: Vec<Vec<Value>> = (0..6).map(|_| Vec::new()).collect();
+    let mut changed = Vec::new();
     for s in sessions.values() {
         let Some(now) = s.now.as_ref() else { continue };
         // A session this group created is written again only when its other
@@ -324,20 +323,16 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         if !write {
             continue;
         }
-        for (column, value) in changed.iter_mut().zip(params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values()) {
-            column.push(value);
-        }
+        changed.push(params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values());
     }
-    if !changed[0].is_empty() {
-        steps.push(Step::Columns(
-            "UPDATE sessions AS s SET first_hour = u.first_hour, variant = u.variant, forced = u.forced, flags = u.flags,
-                                      last_seen = greatest(s.last_seen, u.last_seen)
-             FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]), CAST(?3 AS text[]), CAST(?4 AS bigint[]),
-                         CAST(?5 AS bigint[]), CAST(?6 AS bigint[])) AS u(seq, first_hour, variant, forced, flags, last_seen)
-             WHERE s.seq = ANY(CAST(?1 AS bigint[])) AND s.seq = u.seq",
-            changed,
-        ));
-    }
+    steps.push(Step::Arrays(
+        "UPDATE sessions AS s SET first_hour = u.first_hour, variant = u.variant, forced = u.forced, flags = u.flags,
+                                  last_seen = greatest(s.last_seen, u.last_seen)
+         FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]), CAST(?3 AS text[]), CAST(?4 AS bigint[]),
+                     CAST(?5 AS bigint[]), CAST(?6 AS bigint[])) AS u(seq, first_hour, variant, forced, flags, last_seen)
+         WHERE s.seq = ANY(CAST(?1 AS bigint[])) AND s.seq = u.seq",
+        changed,
+    ));
     // The rollup tables in one order on every node, each one's rows sorted.
     steps.extend(deltas.sorted_upserts().into_iter().map(|(sql, runs)| Step::InsertAll(sql, runs)));
     pg.pipeline(steps)
