@@ -229,6 +229,34 @@ fn mails_for(smtp: &SmtpReceiver, run: &Value) {
     }
 }
 
+/// Checks that `run` is the scheduled occurrence due at `due`, and receives its e-mails.
+fn scheduled_and_mailed(smtp: &SmtpReceiver, run: &Value, due: DateTime<Utc>) {
+    assert_eq!(
+        run["scheduled_for"],
+        due.to_rfc3339_opts(SecondsFormat::Millis, true),
+        "{run}"
+    );
+    assert_eq!(run["trigger"], "schedule", "{run}");
+    mails_for(smtp, run);
+}
+
+/// Once the deliveries of `n` runs have settled (`settle`, from `since`):
+/// no e-mail and no webhook arrived twice, and the newest run is still `run`.
+fn nothing_twice(
+    nodes: &[&TestApp],
+    (site, report): (&str, &str),
+    smtp: &SmtpReceiver,
+    hook: &HttpReceiver,
+    n: usize,
+    since: f64,
+    run: &Value,
+) {
+    settle(nodes, site, 3 * n, since);
+    assert!(smtp.pending().is_empty(), "an e-mail arrived twice");
+    assert_eq!(hook.received().len(), n, "the webhook arrived twice");
+    assert_eq!(wait_for_runs(nodes, site, report, n)["id"], run["id"]);
+}
+
 /// Waits until the site's deliveries are `n`, each delivered at its first
 /// attempt, and every node's scheduler has taken a turn since `since`
 /// (Unix seconds); then lets every node's scheduler and delivery worker
@@ -284,20 +312,11 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
     });
     let all: Vec<&TestApp> = nodes.iter().collect();
     let run = wait_for_runs(&all, &site, &report, 1);
-    assert_eq!(
-        run["scheduled_for"],
-        first.to_rfc3339_opts(SecondsFormat::Millis, true),
-        "{run}"
-    );
-    assert_eq!(run["trigger"], "schedule", "{run}");
-    mails_for(&smtp, &run);
+    scheduled_and_mailed(&smtp, &run, first);
     let got = hook.wait_for(1, WAIT);
     assert_eq!(got[0].header("postern-event"), "weekly_report");
     assert_eq!(got[0].json()["data"]["run_id"], run["id"]);
-    settle(&all, &site, 3, started);
-    assert!(smtp.pending().is_empty(), "an e-mail arrived twice");
-    assert_eq!(hook.received().len(), 1, "the webhook arrived twice");
-    assert_eq!(wait_for_runs(&all, &site, &report, 1)["id"], run["id"]);
+    nothing_twice(&all, (&site, &report), &smtp, &hook, 1, started, &run);
     let first_day = first.with_timezone(&Paris).date_naive().to_string();
     let leaders: Vec<usize> = (0..3)
         .filter(|&i| generated(&nodes[i], &first_day) > 0)
@@ -321,21 +340,17 @@ fn a_weekly_report_due_on_three_nodes_runs_and_mails_once_even_after_its_node_di
     }
     let survivors: Vec<&TestApp> = nodes.iter().collect();
     let run = wait_for_runs(&survivors, &site, &report, 2);
-    assert_eq!(
-        run["scheduled_for"],
-        second.to_rfc3339_opts(SecondsFormat::Millis, true),
-        "{run}"
-    );
-    assert_eq!(run["trigger"], "schedule", "{run}");
-    mails_for(&smtp, &run);
+    scheduled_and_mailed(&smtp, &run, second);
     let got = hook.wait_for(2, WAIT);
     assert_eq!(got[1].json()["data"]["run_id"], run["id"]);
-    settle(&survivors, &site, 6, restarted);
-    assert!(smtp.pending().is_empty(), "an e-mail arrived twice");
-    assert_eq!(hook.received().len(), 2, "the webhook arrived twice");
-    assert_eq!(
-        wait_for_runs(&survivors, &site, &report, 2)["id"],
-        run["id"]
+    nothing_twice(
+        &survivors,
+        (&site, &report),
+        &smtp,
+        &hook,
+        2,
+        restarted,
+        &run,
     );
     let second_day = second.with_timezone(&Paris).date_naive().to_string();
     let generating: Vec<usize> = nodes.iter().map(|n| generated(n, &second_day)).collect();
@@ -432,13 +447,7 @@ fn when_the_leader_dies_a_running_node_takes_over_and_sends_the_due_report_once(
         took < SCHEDULER_PERIOD + Duration::from_secs(10),
         "the survivors took {took:?} to take over and generate the report"
     );
-    assert_eq!(
-        run["scheduled_for"],
-        due.to_rfc3339_opts(SecondsFormat::Millis, true),
-        "{run}"
-    );
-    assert_eq!(run["trigger"], "schedule", "{run}");
-    mails_for(&smtp, &run);
+    scheduled_and_mailed(&smtp, &run, due);
     let got = hook.wait_for(1, WAIT);
     assert_eq!(got[0].header("postern-event"), "weekly_report");
     let data = got[0].json()["data"].clone();
@@ -447,12 +456,14 @@ fn when_the_leader_dies_a_running_node_takes_over_and_sends_the_due_report_once(
         data["sessions"], 8,
         "the visits sent through the survivors: {data}"
     );
-    settle(&survivors, &site, 3, due_passed);
-    assert!(smtp.pending().is_empty(), "an e-mail arrived twice");
-    assert_eq!(hook.received().len(), 1, "the webhook arrived twice");
-    assert_eq!(
-        wait_for_runs(&survivors, &site, &report, 1)["id"],
-        run["id"]
+    nothing_twice(
+        &survivors,
+        (&site, &report),
+        &smtp,
+        &hook,
+        1,
+        due_passed,
+        &run,
     );
     let day = due.with_timezone(&Paris).date_naive().to_string();
     assert_eq!(
