@@ -124,16 +124,15 @@ function articlePage(collectorUrl, siteId, title = 'An article') {
 <body><h1>${title}</h1>${'<p>Some reporting worth reading. '.repeat(40)}</p><a href="/other">Another article</a></body></html>`;
 }
 
+/** Chromium's flags for every test browser: root without a sandbox, no network of its own, `*.test` on loopback. */
+const CHROMIUM_ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--host-resolver-rules=MAP *.test 127.0.0.1',
+];
+
 async function launchBrowser() {
-  return chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // launch() gives every browser a fresh temporary profile (--user-data-dir).
-    args: [
-      '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', `--host-resolver-rules=MAP *.test 127.0.0.1`,
-    ],
-  });
+  // launch() gives every browser a fresh temporary profile (--user-data-dir).
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
 }
 
 // --- Chromium without DevTools: Chromium refuses some features (prerendering)
@@ -142,10 +141,7 @@ async function launchBrowser() {
 /** Headless Chromium, with a fresh profile and no DevTools protocol, showing `url`. */
 function launchBareChromium(url) {
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-chromium-'));
-  const child = spawn(CHROMIUM, [
-    '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-    '--disable-component-update', '--disable-sync', `--host-resolver-rules=MAP *.test 127.0.0.1`, `--user-data-dir=${profile}`, url,
-  ], { stdio: 'ignore', detached: true });
+  const child = spawn(CHROMIUM, ['--headless', ...CHROMIUM_ARGS, `--user-data-dir=${profile}`, url], { stdio: 'ignore', detached: true });
   const exited = new Promise((r) => child.once('exit', r));
   return {
     async close() {
