@@ -38,12 +38,6 @@ fn get_plain(app: &TestApp, path: &str) -> Answer {
     app.send(app.request(Method::GET, path))
 }
 
-/// The value of a sample in Prometheus text (`name` with its labels).
-fn sample(text: &str, name: &str) -> f64 {
-    let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("no {name} in:\n{text}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Waits for `postern serve` to exit on its own; returns (success, stdout, stderr).
 fn serve_until_exit(db: &Path, extra: &[&str]) -> (bool, String, String) {
     let mut child = Command::new(BIN)
@@ -297,8 +291,7 @@ fn readyz_fails_below_the_free_disk_threshold_and_metrics_show_the_free_bytes() 
     a.expect(503);
     assert_eq!(a.error(), ("UNAVAILABLE".to_owned(), None, "disk_low".to_owned()));
     assert!(a.body["error"]["message"].as_str().unwrap().contains("MiB free"), "{}", a.text);
-    let metrics = get_plain(&app, "/metrics");
-    let reported = sample(&metrics.text, "postern_disk_free_bytes");
+    let reported = sample(&app.metrics(), "postern_disk_free_bytes");
     let now_free = free_bytes(&db_file) as f64;
     assert!((reported - now_free).abs() < 2e9, "reported {reported}, statvfs says {now_free}");
 

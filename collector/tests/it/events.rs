@@ -743,10 +743,26 @@ fn a_lone_event_waits_out_the_group_wait_before_its_commit() {
     // bench/pg-ingest.sh; here, that the writer honours it on either engine.
     let app = TestApp::spawn_with(&["--group-wait-ms", "100"]);
     let site = id(&app.create_site(DOMAIN, "UTC"));
+    // Any other write (the start-up jobs', the key's `last_used_at`) would
+    // open the group earlier and shorten the event's wait: start from a writer
+    // that has committed nothing for a while.
+    let commits = || sample(&app.metrics(), "postern_commits_total");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut seen = commits();
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let now = commits();
+        if now == seen {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the writer never went quiet: {now} commits");
+        seen = now;
+    }
     let started = std::time::Instant::now();
     let a = app.track(&event(&site, "session-group-wait", "pageview", json!({})));
     let waited = started.elapsed();
     assert_eq!(a.status, 201, "{}", a.text);
+    assert_eq!(commits(), seen + 1.0, "the event was committed alone, in one group");
     assert!(waited >= std::time::Duration::from_millis(100), "acknowledged after {waited:?}");
     let stored = list(&app, &site, "");
     assert_eq!(session_ids(&stored), vec!["session-group-wait".to_owned()]);

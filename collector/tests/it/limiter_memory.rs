@@ -27,9 +27,7 @@ fn median_latency(app: &TestApp, n: usize) -> Duration {
 }
 
 fn windows(app: &TestApp) -> u64 {
-    let text = app.get("/metrics").text;
-    let line = text.lines().find(|l| l.starts_with("postern_rate_limit_windows ")).unwrap_or_else(|| panic!("{text}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    sample(&app.metrics(), "postern_rate_limit_windows") as u64
 }
 
 #[test]

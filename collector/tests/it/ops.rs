@@ -10,21 +10,8 @@ fn get_plain(app: &TestApp, path: &str) -> Answer {
     app.send(app.request(Method::GET, path))
 }
 
-/// The value of an unlabelled sample in Prometheus text.
-#[track_caller]
-fn sample(text: &str, name: &str) -> f64 {
-    let line = text
-        .lines()
-        .find(|l| !l.starts_with('#') && l.split_whitespace().next() == Some(name))
-        .unwrap_or_else(|| panic!("no sample {name} in:\n{text}"));
-    let value = line.split_whitespace().nth(1).unwrap_or_else(|| panic!("no value in {line:?}"));
-    value.parse().unwrap_or_else(|_| panic!("{name} value {value:?} is not a number"))
-}
-
 fn ingested(app: &TestApp) -> f64 {
-    let a = get_plain(app, "/metrics");
-    a.expect(200);
-    sample(&a.text, "postern_events_ingested_total")
+    sample(&app.metrics(), "postern_events_ingested_total")
 }
 
 #[test]

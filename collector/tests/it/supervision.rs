@@ -9,19 +9,6 @@ use serde_json::json;
 
 use crate::support::*;
 
-fn metrics(app: &TestApp) -> String {
-    let a = app.send(app.request(Method::GET, "/metrics"));
-    a.expect(200);
-    a.text
-}
-
-/// A labelled sample's value in Prometheus text.
-#[track_caller]
-fn sample(text: &str, series: &str) -> f64 {
-    let line = text.lines().find(|l| l.split_whitespace().next() == Some(series)).unwrap_or_else(|| panic!("no {series} in:\n{text}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 #[track_caller]
 fn wait_until(what: &str, limit: Duration, app: &TestApp, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
@@ -38,7 +25,7 @@ fn a_failing_job_is_run_again_after_a_backoff_and_readyz_fails_while_it_stays_do
     let report = app.post(&format!("/v1/sites/{site}/reports"), &json!({"type": "daily", "recipients": [{"email": "ana@example.com", "role": "admin"}]}));
     report.expect(201);
     let report_id = report.body["id"].as_str().unwrap().to_owned();
-    let before = metrics(&app);
+    let before = app.metrics();
     for task in ["retention", "alerts", "reports", "delivery"] {
         assert_eq!(sample(&before, &format!("postern_task_up{{task=\"{task}\"}}")), 1.0, "{task}");
     }
@@ -50,7 +37,7 @@ fn a_failing_job_is_run_again_after_a_backoff_and_readyz_fails_while_it_stays_do
     let spec = sql(&app.db, &format!("SELECT spec FROM report_configs WHERE id = '{report_id}'"));
     sql_exec(&app.db, &format!("UPDATE report_configs SET spec = 'not json' WHERE id = '{report_id}'"));
     app.restart();
-    let failures = || sample(&metrics(&app), "postern_task_failures_total{task=\"reports\"}");
+    let failures = || sample(&app.metrics(), "postern_task_failures_total{task=\"reports\"}");
     wait_until("a failed run of the reports job", Duration::from_secs(30), &app, || failures() >= 1.0);
     let first_failure = Instant::now();
     wait_until("three failed runs of the reports job", Duration::from_secs(30), &app, || failures() >= 3.0);
@@ -68,7 +55,7 @@ fn a_failing_job_is_run_again_after_a_backoff_and_readyz_fails_while_it_stays_do
     let a = app.send(app.request(Method::GET, "/readyz"));
     assert_eq!(a.error(), ("UNAVAILABLE".to_owned(), None, "task_down".to_owned()));
     assert!(a.body["error"]["message"].as_str().unwrap().contains("reports has been failing for"), "{}", a.text);
-    let down = metrics(&app);
+    let down = app.metrics();
     assert_eq!(sample(&down, "postern_task_up{task=\"reports\"}"), 0.0);
     assert_eq!(sample(&down, "postern_task_up{task=\"delivery\"}"), 1.0);
     assert_eq!(sample(&down, "postern_task_last_success_timestamp_seconds{task=\"reports\"}"), 0.0, "no run succeeded since the restart");
@@ -76,7 +63,7 @@ fn a_failing_job_is_run_again_after_a_backoff_and_readyz_fails_while_it_stays_do
     // Repaired, the next run (at most the 15-second backoff ceiling away) succeeds.
     sql_exec(&app.db, &format!("UPDATE report_configs SET spec = '{}' WHERE id = '{report_id}'", spec.replace('\'', "''")));
     wait_until("readyz ready again", Duration::from_secs(30), &app, || app.send(app.request(Method::GET, "/readyz")).status.as_u16() == 200);
-    let up = metrics(&app);
+    let up = app.metrics();
     assert_eq!(sample(&up, "postern_task_up{task=\"reports\"}"), 1.0);
     assert!(sample(&up, "postern_task_last_success_timestamp_seconds{task=\"reports\"}") > 0.0);
     app.get(&format!("/v1/sites/{site}/reports/{report_id}")).expect(200);

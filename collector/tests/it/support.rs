@@ -444,6 +444,15 @@ impl TestApp {
     pub fn events(&self, site: &str, query: &str) -> Answer {
         self.get(&format!("/v1/events/sites/{site}{query}"))
     }
+
+    /// The Prometheus text of `/metrics`, fetched without a key (a keyed
+    /// request would queue a `last_used_at` write).
+    #[track_caller]
+    pub fn metrics(&self) -> String {
+        let a = self.send(self.request(reqwest::Method::GET, "/metrics"));
+        a.expect(200);
+        a.text
+    }
 }
 
 impl Drop for TestApp {
@@ -467,6 +476,17 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> Option<std::process::Exit
         std::thread::sleep(Duration::from_millis(20));
     }
     None
+}
+
+/// The value of a sample in Prometheus text (`series` with its labels, if any).
+#[track_caller]
+pub fn sample(text: &str, series: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| !l.starts_with('#') && l.split_whitespace().next() == Some(series))
+        .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"));
+    let value = line.split_whitespace().nth(1).unwrap_or_else(|| panic!("no value in {line:?}"));
+    value.parse().unwrap_or_else(|_| panic!("{series} value {value:?} is not a number"))
 }
 
 /// A tracked event body with sensible defaults; `extra` fields are merged in.
