@@ -15,11 +15,11 @@ const h = require('./harness');
 
 const LOADER_BUDGET = 1000;
 // DESIGN §4's target for a visitor without a blocker is 12 KB (1 KB = 1000 B);
-// the SDK is not there yet: 13,813 B measured at commit 7f96aaa (its DOM and
+// the SDK is not there yet: 13,752 B measured at commit 1a11693 (its DOM and
 // network calls JS helpers, the verdict, session, variant, queue and wall
 // logic staying in Rust, its job table kept safe Rust). This budget is that
 // figure with a little slack (the hashed names vary), and it only ever goes down.
-const CLEAN_BUDGET = 13850;
+const CLEAN_BUDGET = 13790;
 // DESIGN §4's target for a blocked visitor, wall module and config included (met).
 const BLOCKED_BUDGET = 20000;
 
