@@ -65,22 +65,23 @@ three() {  # prints "summed_rps worst_p99 non2xx" of one run of three wrk at onc
 three >/dev/null
 # Where the CPU goes while the three nodes run: the cluster's processes (the
 # postmaster and its backends), the collectors, and the rest (wrk), in CPU ms
-# per 1000 stored events; on these cores PostgreSQL's share bounds the rate.
+# per 1000 stored events, and how busy the machine's cores were (below 100 %,
+# the nodes' writers wait on their commits rather than on the CPU).
 pids_ticks() { for p in "$@"; do awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null; done | awk '{s += $1} END {print s + 0}'; }
-busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9}' /proc/stat; }
 postmaster=$(head -1 "$(psql -X -At "$POSTERN_TEST_POSTGRES/postgres" -c 'SHOW data_directory')/postmaster.pid")
 cluster=("$postmaster" $(pgrep -P "$postmaster"))
 stored0=$(psql -X -At "$DB" -c "SELECT count(*) FROM events")
-read -r pg0 nodes0 busy0 < <(echo "$(pids_ticks "${cluster[@]}") $(pids_ticks "${NODES[@]}") $(busy_ticks)")
+read -r pg0 nodes0 busy0 all0 < <(echo "$(pids_ticks "${cluster[@]}") $(pids_ticks "${NODES[@]}") $(busy_ticks)")
 : >"$WORK/three.txt"
 for _ in $(seq "$RUNS"); do three >>"$WORK/three.txt"; done
-read -r pg1 nodes1 busy1 < <(echo "$(pids_ticks "${cluster[@]}") $(pids_ticks "${NODES[@]}") $(busy_ticks)")
+read -r pg1 nodes1 busy1 all1 < <(echo "$(pids_ticks "${cluster[@]}") $(pids_ticks "${NODES[@]}") $(busy_ticks)")
 echo "PostgreSQL, three nodes         rps=$(cut -d' ' -f1 "$WORK/three.txt" | median) p99_ms=$(cut -d' ' -f2 "$WORK/three.txt" | median) non2xx=$(awk '{s += $3} END {print s}' "$WORK/three.txt")   runs: $(cut -d' ' -f1 "$WORK/three.txt" | tr '\n' ' ')"
 stored=$(psql -X -At "$DB" -c "SELECT count(*) FROM events")
 dups=$(psql -X -At "$DB" -c "SELECT count(*) - count(DISTINCT client_event_id) FROM events")
 echo "three nodes stored              $stored events, $dups stored twice"
-awk -v n=$((stored - stored0)) -v hz="$(getconf CLK_TCK)" -v pg=$((pg1 - pg0)) -v nodes=$((nodes1 - nodes0)) -v busy=$((busy1 - busy0)) \
-  'BEGIN {k = 1e6 / hz / n; printf "three nodes CPU per 1000 events postgres=%.0f ms collectors=%.0f ms other=%.0f ms (PostgreSQL alone on %d cores: at most %.0f events/s)\n", pg * k, nodes * k, (busy - pg - nodes) * k, '"$(nproc)"', '"$(nproc)"' * 1e6 / (pg * k)}'
+awk -v n=$((stored - stored0)) -v hz="$(getconf CLK_TCK)" -v pg=$((pg1 - pg0)) -v nodes=$((nodes1 - nodes0)) -v busy=$((busy1 - busy0)) -v all=$((all1 - all0)) \
+  'BEGIN {k = 1e6 / hz / n; printf "three nodes CPU per 1000 events postgres=%.0f ms collectors=%.0f ms other=%.0f ms (PostgreSQL alone on %d cores: at most %.0f events/s), cores busy %.0f %%\n", pg * k, nodes * k, (busy - pg - nodes) * k, '"$(nproc)"', '"$(nproc)"' * 1e6 / (pg * k), 100 * busy / all}'
 
 # Half the three nodes' rate: each connection waits between requests so that
 # together they ask for rps/2 (as scripts/bench does for SQLite: a first paced
