@@ -174,7 +174,7 @@ pub struct ServeArgs {
     /// Writes that may wait for the database writer before ingestion answers 503 [default: 8192]
     #[arg(long, env = "POSTERN_QUEUE_CAPACITY")]
     pub queue_capacity: Option<usize>,
-    /// Milliseconds the writer lets a group gather events before committing it: larger groups cost the database less per event [default: 0 on SQLite, 3 on PostgreSQL]
+    /// Milliseconds the writer lets a group gather events before committing it: larger groups cost the database less per event [default: 0 on SQLite, 1 on PostgreSQL]
     #[arg(long, env = "POSTERN_GROUP_WAIT_MS")]
     pub group_wait_ms: Option<u64>,
     /// Threads serving HTTP and running jobs [default: one less than the CPUs, at least 1]
