@@ -168,7 +168,8 @@ impl PgConn {
             return Ok(Vec::new());
         }
         let statement = self.prepare_unnest(sql)?;
-        self.query_arrays(&statement, &columns_of(runs))
+        let columns = columns_of(runs, 0);
+        self.wait(self.client.query(&statement, &array_params(&columns))).map_err(Error::Postgres)
     }
 
     /// `sql`, a one-row INSERT, as the statement `insert_all` runs.
@@ -177,44 +178,103 @@ impl PgConn {
         if let Some(s) = self.statements.borrow().get(&key) {
             return Ok(s.clone());
         }
-        // The one-row statement tells the type of each value, hence of each array.
-        let types: Vec<String> = self.prepare(sql)?.params().iter().map(|t| format!("{}[]", t.name())).collect();
-        let unnest = unnest_values(sql, &types).ok_or_else(|| Error::Corrupt(format!("not a one-row INSERT: {sql}")))?;
+        let unnest = self.unnest_sql(sql, 0)?;
         let statement = self.prepare(&unnest)?;
         self.statements.borrow_mut().insert(key, statement.clone());
         Ok(statement)
     }
 
-    /// Runs several statements that need no answer of each other, in order,
-    /// sent at once: the server runs them one after the other as they arrive,
-    /// and the client waits for one round trip instead of one each.
-    pub(crate) fn pipeline(&self, steps: Vec<Step<'_>>) -> Result<()> {
-        let mut statements = Vec::with_capacity(steps.len());
-        for step in steps {
-            let (statement, runs) = match step {
-                Step::InsertAll(sql, runs) => (self.prepare_unnest(sql)?, runs),
-                Step::Arrays(sql, runs) => (self.prepare(sql)?, runs),
-            };
-            // A step without rows has nothing to do.
-            if !runs.is_empty() {
-                statements.push((statement, columns_of(runs)));
+    /// `sql`, a one-row INSERT, reading its rows from arrays (`unnest_values`),
+    /// its parameters numbered from `offset + 1`.
+    fn unnest_sql(&self, sql: &str, offset: usize) -> Result<String> {
+        // The one-row statement tells the type of each value, hence of each array.
+        let types: Vec<String> = self.prepare(sql)?.params().iter().map(|t| format!("{}[]", t.name())).collect();
+        unnest_values(sql, &types, offset).ok_or_else(|| Error::Corrupt(format!("not a one-row INSERT: {sql}")))
+    }
+
+    /// One-row INSERTs (`VALUES (?1, …)`) run together as one statement, each
+    /// reading its rows from arrays: all but the last in a `WITH`, in order.
+    /// Prepared once for the set of statements.
+    fn prepare_inserts(&self, sqls: &[&str]) -> Result<Statement> {
+        let key = format!("inserts\n{}", sqls.join("\n;\n"));
+        if let Some(s) = self.statements.borrow().get(&key) {
+            return Ok(s.clone());
+        }
+        let mut text = String::new();
+        let mut offset = 0;
+        for (i, sql) in sqls.iter().enumerate() {
+            let unnest = self.unnest_sql(sql, offset)?;
+            offset += self.prepare(sql)?.params().len();
+            if i + 1 < sqls.len() {
+                text.push_str(if i == 0 { "WITH " } else { ", " });
+                text.push_str(&format!("step{i} AS ({unnest})"));
+            } else {
+                text.push_str(&format!(" {unnest}"));
             }
         }
-        let queries = statements.iter().map(|(statement, columns)| async move { self.client.query(statement, &array_params(columns)).await });
+        let statement = self.prepare(&text)?;
+        self.statements.borrow_mut().insert(key, statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs a group's last steps, sent at once and answered in one round trip:
+    /// the statements planned for their rows (`Step::Planned`, those without
+    /// rows skipped), then every `Step::InsertAll` as one statement (rows
+    /// inserted step by step, in the steps' order), then `COMMIT` when `commit`.
+    pub(crate) fn pipeline(&self, steps: Vec<Step<'_>>, commit: bool) -> Result<()> {
+        let mut planned = Vec::new();
+        let mut inserts = Vec::new();
+        let mut insert_columns = Vec::new();
+        for step in steps {
+            match step {
+                Step::InsertAll(sql, runs) => {
+                    let width = self.prepare(sql)?.params().len();
+                    inserts.push(sql);
+                    insert_columns.extend(columns_of(runs, width));
+                }
+                // A step without rows has nothing to do.
+                Step::Planned(_, runs) if runs.is_empty() => {}
+                Step::Planned(sql, runs) => planned.push(self.typed(sql, columns_of(runs, 0))?),
+            }
+        }
+        let insert = if inserts.is_empty() { None } else { Some(self.prepare_inserts(&inserts)?) };
+        type Answer<'f> = Pin<Box<dyn Future<Output = std::result::Result<(), tokio_postgres::Error>> + 'f>>;
+        let mut queries: Vec<Answer<'_>> = Vec::new();
+        for (text, columns, types) in &planned {
+            let params: Vec<(&(dyn ToSql + Sync), Type)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).zip(types.iter().cloned()).collect();
+            queries.push(Box::pin(async move { self.client.query_typed(text, &params).await.map(drop) }));
+        }
+        if let Some(statement) = &insert {
+            let params = array_params(&insert_columns);
+            queries.push(Box::pin(async move { self.client.query(statement, &params).await.map(drop) }));
+        }
+        if commit {
+            self.in_transaction.set(false);
+            queries.push(Box::pin(self.client.batch_execute("COMMIT")));
+        }
+        // Every answer is read before the first error is returned: a COMMIT
+        // after a failed statement ends the transaction without committing it.
         for result in self.wait(futures_util::future::join_all(queries)) {
             result.map_err(Error::Postgres)?;
         }
         Ok(())
     }
 
-    /// Runs `sql`, whose parameters are arrays (`CAST(?1 AS bigint[])`), with `columns` as them.
-    pub(crate) fn query_columns(&self, sql: &str, columns: &[Vec<Value>]) -> Result<Vec<tokio_postgres::Row>> {
-        let statement = self.prepare(sql)?;
-        self.query_arrays(&statement, columns)
+    /// `sql` as PostgreSQL reads it, its arrays and their types, for
+    /// `query_typed`: sent unnamed, so it is planned for these values.
+    fn typed(&self, sql: &str, columns: Vec<Vec<Value>>) -> Result<(String, Vec<Vec<Value>>, Vec<Type>)> {
+        let types = self.prepare(sql)?.params().to_vec();
+        Ok((numbered_parameters(&dialect(sql)), columns, types))
     }
 
-    fn query_arrays(&self, statement: &Statement, columns: &[Vec<Value>]) -> Result<Vec<tokio_postgres::Row>> {
-        self.wait(self.client.query(statement, &array_params(columns))).map_err(Error::Postgres)
+    /// Like `query_columns`, for a statement whose best plan depends on the
+    /// rows it looks up: sent unnamed (parsed, planned for these arrays and run
+    /// in one round trip), so a plan made for other rows, or for the table as
+    /// it was when small, is never reused.
+    pub(crate) fn query_columns_planned(&self, sql: &str, columns: Vec<Vec<Value>>) -> Result<Vec<tokio_postgres::Row>> {
+        let (text, columns, types) = self.typed(sql, columns)?;
+        let params: Vec<(&(dyn ToSql + Sync), Type)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).zip(types).collect();
+        self.wait(self.client.query_typed(&text, &params)).map_err(Error::Postgres)
     }
 
     pub(crate) fn query(&self, s: &Statement, values: Vec<Value>) -> Result<RowReader<'_>> {
@@ -227,9 +287,10 @@ impl PgConn {
 pub(crate) enum Step<'a> {
     /// As [`PgConn::insert_all`]: a one-row INSERT and the rows.
     InsertAll(&'a str, Vec<Vec<Value>>),
-    /// A statement of array parameters (`CAST(?1 AS bigint[])`), and the
-    /// rows whose values, parameter by parameter, make the arrays.
-    Arrays(&'a str, Vec<Vec<Value>>),
+    /// As [`PgConn::query_columns_planned`]: a statement of array parameters
+    /// (`CAST(?1 AS bigint[])`), and the rows whose values, parameter by
+    /// parameter, make the arrays.
+    Planned(&'a str, Vec<Vec<Value>>),
 }
 
 /// Each column as one array parameter.
@@ -237,9 +298,10 @@ fn array_params(columns: &[Vec<Value>]) -> Vec<&(dyn ToSql + Sync)> {
     columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect()
 }
 
-/// Rows (one value per parameter each) turned into one array per parameter.
-fn columns_of(runs: Vec<Vec<Value>>) -> Vec<Vec<Value>> {
-    let width = runs.first().map_or(0, Vec::len);
+/// Rows (one value per parameter each) turned into one array per parameter;
+/// `width` empty arrays when there are no rows.
+fn columns_of(runs: Vec<Vec<Value>>, width: usize) -> Vec<Vec<Value>> {
+    let width = runs.first().map_or(width, Vec::len);
     let mut columns: Vec<Vec<Value>> = (0..width).map(|_| Vec::with_capacity(runs.len())).collect();
     for run in runs {
         for (column, value) in columns.iter_mut().zip(run) {
@@ -295,8 +357,9 @@ fn dialect(sql: &str) -> std::borrow::Cow<'_, str> {
 }
 
 /// `sql` with its `VALUES (?1, …, ?N)` as `SELECT * FROM unnest(CAST(?1 AS T1), …)`,
-/// `types` being the arrays' types; `None` when the values are not `?1` to `?N` in order.
-fn unnest_values(sql: &str, types: &[String]) -> Option<String> {
+/// `types` being the arrays' types, the parameters numbered from `offset + 1`;
+/// `None` when the values are not `?1` to `?N` in order.
+fn unnest_values(sql: &str, types: &[String], offset: usize) -> Option<String> {
     let start = sql.find("VALUES (")?;
     let inner = start + "VALUES (".len();
     let end = inner + sql[inner..].find(')')?;
@@ -305,7 +368,7 @@ fn unnest_values(sql: &str, types: &[String]) -> Option<String> {
     if !in_order {
         return None;
     }
-    let arrays: Vec<String> = types.iter().enumerate().map(|(i, t)| format!("CAST(?{} AS {t})", i + 1)).collect();
+    let arrays: Vec<String> = types.iter().enumerate().map(|(i, t)| format!("CAST(?{} AS {t})", offset + i + 1)).collect();
     Some(format!("{}SELECT * FROM unnest({}){}", &sql[..start], arrays.join(", "), &sql[end + 1..]))
 }
 
@@ -462,12 +525,17 @@ mod tests {
     fn a_one_row_insert_becomes_an_insert_of_arrays() {
         let types = ["int8[]".to_owned(), "text[]".to_owned()];
         assert_eq!(
-            unnest_values("INSERT INTO t AS r (a, b)\n  VALUES (?1, ?2)\n ON CONFLICT (a) DO UPDATE SET b = excluded.b", &types).as_deref(),
+            unnest_values("INSERT INTO t AS r (a, b)\n  VALUES (?1, ?2)\n ON CONFLICT (a) DO UPDATE SET b = excluded.b", &types, 0).as_deref(),
             Some("INSERT INTO t AS r (a, b)\n  SELECT * FROM unnest(CAST(?1 AS int8[]), CAST(?2 AS text[]))\n ON CONFLICT (a) DO UPDATE SET b = excluded.b")
         );
-        assert_eq!(unnest_values("INSERT INTO t (a, b) VALUES (?2, ?1)", &types), None, "values out of order");
-        assert_eq!(unnest_values("INSERT INTO t (a) VALUES (?1)", &types), None, "a type for each value");
-        assert_eq!(unnest_values("UPDATE t SET a = ?1", &types), None);
+        assert_eq!(unnest_values("INSERT INTO t (a, b) VALUES (?2, ?1)", &types, 0), None, "values out of order");
+        assert_eq!(unnest_values("INSERT INTO t (a) VALUES (?1)", &types, 0), None, "a type for each value");
+        assert_eq!(unnest_values("UPDATE t SET a = ?1", &types, 0), None);
+        // The second statement of a combined INSERT takes the parameters after the first's.
+        assert_eq!(
+            unnest_values("INSERT INTO t (a, b) VALUES (?1, ?2)", &types, 3).as_deref(),
+            Some("INSERT INTO t (a, b) SELECT * FROM unnest(CAST(?4 AS int8[]), CAST(?5 AS text[]))")
+        );
     }
 
     #[test]

@@ -38,25 +38,16 @@ pub(crate) struct PgGroup<'a> {
 
 impl PgWriter {
     pub fn new(conn: db::Connection, reconnect: Box<dyn Fn() -> Result<db::Connection> + Send>) -> Result<PgWriter> {
-        custom_plans(&conn)?;
         Ok(PgWriter { conn, reconnect, names: Names::default(), days: HashSet::new() })
     }
 
     pub fn begin(&mut self) -> Result<PgGroup<'_>> {
         if !self.conn.is_usable() {
             self.conn = (self.reconnect)()?;
-            custom_plans(&self.conn)?;
         }
         pg(&self.conn)?.begin()?;
         Ok(PgGroup { conn: &self.conn, names: &mut self.names, days: &mut self.days, events: Vec::new() })
     }
-}
-
-/// Plans each statement for the group at hand: a plan kept from when the
-/// tables were small reads all of a grown one for every group (measured: the
-/// sessions table read whole once a group, a tenth of the rate).
-fn custom_plans(conn: &db::Connection) -> Result<()> {
-    pg(conn)?.batch("SET plan_cache_mode = force_custom_plan")
 }
 
 fn pg(conn: &db::Connection) -> Result<&db::PgConn> {
@@ -80,25 +71,22 @@ impl PgGroup<'_> {
         self.conn.transaction(f)
     }
 
+    /// Writes the group and commits it (`write_events` sends the COMMIT with its last steps).
     pub fn commit(mut self) -> Result<Committed> {
         let conn = self.conn;
         let events = std::mem::take(&mut self.events);
-        let written = ensure_partitions(conn, self.days, &events)
+        let outcome = ensure_partitions(conn, self.days, &events)
             .and_then(|()| claim_event_ids(conn, events))
             .and_then(|(events, committed)| {
                 write_events(conn, self.names, &events)?;
                 Ok(committed)
             });
-        let outcome = match written {
-            Ok(committed) => pg(conn)?.commit().map(|()| committed),
-            Err(e) => {
-                if let Err(undo) = pg(conn)?.rollback() {
-                    tracing::error!(error = %undo, "rolling back a failed group failed");
-                }
-                Err(e)
+        if let Err(e) = &outcome {
+            // Ends the transaction if the failure left it open (a COMMIT sent
+            // after a failed step has already ended it).
+            if let Err(undo) = pg(conn)?.rollback() {
+                tracing::error!(error = %undo, failure = %e, "rolling back a failed group failed");
             }
-        };
-        if outcome.is_err() {
             // A partition seen may have been dropped since (retention): look again.
             self.days.clear();
         }
@@ -160,11 +148,11 @@ fn claim_event_ids(conn: &db::Connection, events: Vec<(NewEvent, uuid::Uuid)>) -
         }
     }
     if !before.is_empty() {
-        let rows = pg.query_columns(
+        let rows = pg.query_columns_planned(
             "SELECT site, client_event_id, id, received_at FROM event_ids
              WHERE site = ANY(CAST(?1 AS bigint[])) AND client_event_id = ANY(CAST(?2 AS text[]))
                AND (site, client_event_id) IN (SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS text[])))",
-            &[before.iter().map(|k| Value::Integer(k.0)).collect(), before.iter().map(|k| Value::Text(k.1.clone())).collect()],
+            vec![before.iter().map(|k| Value::Integer(k.0)).collect(), before.iter().map(|k| Value::Text(k.1.clone())).collect()],
         )?;
         for r in &rows {
             let (id, received_ms): (String, i64) = (db::pg_get(r, 2)?, db::pg_get(r, 3)?);
@@ -214,13 +202,17 @@ struct Session {
 
 /// Each step is one statement for the whole group, its rows sent as arrays:
 /// a group costs a handful of statements and round trips whatever its size.
-/// Rows of a table are found with `= ANY(array)` on its index's columns too,
-/// which the planner can match to the index whatever the arrays' size.
+/// The statements that find rows by key (`= ANY(array)` on their index's
+/// columns) are planned for each group's keys; the INSERTs, whose plan never
+/// depends on the data, are prepared once and planned once. The events and
+/// every rollup upsert are one statement, sent with the session updates and
+/// the COMMIT: each statement costs the server a plan, an executor and an
+/// answer whatever its rows.
 fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, uuid::Uuid)]) -> Result<()> {
-    if events.is_empty() {
-        return Ok(());
-    }
     let pg = pg(conn)?;
+    if events.is_empty() {
+        return pg.commit();
+    }
     // Sorted by (site, session id): every node creates and locks sessions in this order.
     let mut first: BTreeMap<(i64, &str), &NewEvent> = BTreeMap::new();
     for (e, _) in events {
@@ -256,12 +248,12 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     let locked = if existing.is_empty() {
         Vec::new()
     } else {
-        pg.query_columns(
+        pg.query_columns_planned(
             "SELECT seq, first_hour, device, country, variant, forced, flags, last_seen, site, session_id FROM sessions
              WHERE site = ANY(CAST(?1 AS bigint[])) AND session_id = ANY(CAST(?2 AS text[]))
                AND (site, session_id) IN (SELECT * FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS text[])))
              ORDER BY site, session_id COLLATE \"C\" FOR UPDATE",
-            &[existing.iter().map(|k| Value::Integer(k.0)).collect(), existing.iter().map(|k| Value::Text(k.1.to_owned())).collect()],
+            vec![existing.iter().map(|k| Value::Integer(k.0)).collect(), existing.iter().map(|k| Value::Text(k.1.to_owned())).collect()],
         )?
     };
     // One gone between the two steps (retention deleted it) fails the group: its clients retry.
@@ -325,7 +317,7 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
         }
         changed.push(params![s.seq, now.first_hour, &*now.variant, now.forced, now.flags, s.last_seen].values());
     }
-    steps.push(Step::Arrays(
+    steps.push(Step::Planned(
         "UPDATE sessions AS s SET first_hour = u.first_hour, variant = u.variant, forced = u.forced, flags = u.flags,
                                   last_seen = greatest(s.last_seen, u.last_seen)
          FROM unnest(CAST(?1 AS bigint[]), CAST(?2 AS bigint[]), CAST(?3 AS text[]), CAST(?4 AS bigint[]),
@@ -335,5 +327,5 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     ));
     // The rollup tables in one order on every node, each one's rows sorted.
     steps.extend(deltas.sorted_upserts().into_iter().map(|(sql, runs)| Step::InsertAll(sql, runs)));
-    pg.pipeline(steps)
+    pg.pipeline(steps, true)
 }
