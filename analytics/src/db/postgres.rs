@@ -267,10 +267,11 @@ impl PgConn {
         Ok((numbered_parameters(&dialect(sql)), columns, types))
     }
 
-    /// Like `query_columns`, for a statement whose best plan depends on the
-    /// rows it looks up: sent unnamed (parsed, planned for these arrays and run
-    /// in one round trip), so a plan made for other rows, or for the table as
-    /// it was when small, is never reused.
+    /// Runs `sql`, whose parameters are arrays (`CAST(?1 AS bigint[])`), with
+    /// `columns` as them: for a statement whose best plan depends on the rows
+    /// it looks up, so it is sent unnamed (parsed, planned for these arrays and
+    /// run in one round trip), and a plan made for other rows, or for the table
+    /// as it was when small, is never reused.
     pub(crate) fn query_columns_planned(&self, sql: &str, columns: Vec<Vec<Value>>) -> Result<Vec<tokio_postgres::Row>> {
         let (text, columns, types) = self.typed(sql, columns)?;
         let params: Vec<(&(dyn ToSql + Sync), Type)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).zip(types).collect();
