@@ -7,6 +7,9 @@
 # (default 10 million; 0 skips it). Run by
 # `scripts/bench pg` inside scripts/with-postgres, which names the cluster in
 # POSTERN_TEST_POSTGRES. BIN is the directory of a release postern.
+# BENCH_PG_THREE_ONLY=1 runs only the three nodes at full rate (a quick A/B of
+# two builds or settings); BENCH_NODE_ARGS are added to every PostgreSQL node's
+# `postern serve` (e.g. `--group-wait-ms 2`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${POSTERN_TEST_POSTGRES:?run this under scripts/with-postgres}"
@@ -29,7 +32,9 @@ new_database() {  # NAME : prints the URL of a new, empty database
 # one NAME DB : a collector on DB, a warm-up, RUNS runs; prints "rps p99" medians.
 one() {
   new_store "$2"
-  start "$1" "$BIN/postern" serve --db "$2" --listen 127.0.0.1:0 --rate-limit-ingest 0
+  local extra=()
+  [ -z "${NODE_ARGS_ON:-}" ] || extra=("${NODE_ARGS[@]}")
+  start "$1" "$BIN/postern" serve --db "$2" --listen 127.0.0.1:0 --rate-limit-ingest 0 "${extra[@]}"
   load "$URL" >/dev/null
   : >"$WORK/$1.txt"
   for _ in $(seq "$RUNS"); do load "$URL" >>"$WORK/$1.txt"; done
@@ -37,11 +42,16 @@ one() {
   echo "$(cut -d' ' -f1 "$WORK/$1.txt" | median) $(cut -d' ' -f3 "$WORK/$1.txt" | median) $(awk '{s += $5} END {print s}' "$WORK/$1.txt")"
 }
 
-echo "# Postern on PostgreSQL, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(psql -X -At "$POSTERN_TEST_POSTGRES/postgres" -c 'SHOW server_version'), wrk -c$CONNS -d${SECS}s, 1 warm-up + $RUNS runs each"
-read -r rps p99 non2xx < <(one lite "$WORK/lite.db")
-echo "SQLite, one node                rps=$rps p99_ms=$p99 non2xx=$non2xx"
-read -r rps p99 non2xx < <(one pg1 "$(new_database bench_one)")
-echo "PostgreSQL, one node            rps=$rps p99_ms=$p99 non2xx=$non2xx"
+THREE_ONLY=${BENCH_PG_THREE_ONLY:-0}
+# Word-split on purpose: several options.
+read -r -a NODE_ARGS <<<"${BENCH_NODE_ARGS:-}"
+echo "# Postern on PostgreSQL, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $(psql -X -At "$POSTERN_TEST_POSTGRES/postgres" -c 'SHOW server_version'), wrk -c$CONNS -d${SECS}s, 1 warm-up + $RUNS runs each${BENCH_NODE_ARGS:+, nodes with $BENCH_NODE_ARGS}"
+if [ "$THREE_ONLY" != 1 ]; then
+  read -r rps p99 non2xx < <(one lite "$WORK/lite.db")
+  echo "SQLite, one node                rps=$rps p99_ms=$p99 non2xx=$non2xx"
+  read -r rps p99 non2xx < <(NODE_ARGS_ON=1 one pg1 "$(new_database bench_one)")
+  echo "PostgreSQL, one node            rps=$rps p99_ms=$p99 non2xx=$non2xx"
+fi
 
 # Three nodes on one database, the connections split between them.
 DB=$(new_database bench_three)
@@ -49,7 +59,7 @@ new_store "$DB"
 URLS=()
 NODES=()
 for n in 1 2 3; do
-  start "node$n" "$BIN/postern" serve --db "$DB" --listen 127.0.0.1:0 --rate-limit-ingest 0
+  start "node$n" "$BIN/postern" serve --db "$DB" --listen 127.0.0.1:0 --rate-limit-ingest 0 "${NODE_ARGS[@]}"
   URLS+=("$URL"); NODES+=("$PID")
 done
 CONNS=21
@@ -82,6 +92,11 @@ dups=$(psql -X -At "$DB" -c "SELECT count(*) - count(DISTINCT client_event_id) F
 echo "three nodes stored              $stored events, $dups stored twice"
 awk -v n=$((stored - stored0)) -v hz="$(getconf CLK_TCK)" -v pg=$((pg1 - pg0)) -v nodes=$((nodes1 - nodes0)) -v busy=$((busy1 - busy0)) -v all=$((all1 - all0)) \
   'BEGIN {k = 1e6 / hz / n; printf "three nodes CPU per 1000 events postgres=%.0f ms collectors=%.0f ms other=%.0f ms (PostgreSQL alone on %d cores: at most %.0f events/s), cores busy %.0f %%\n", pg * k, nodes * k, (busy - pg - nodes) * k, '"$(nproc)"', '"$(nproc)"' * 1e6 / (pg * k), 100 * busy / all}'
+
+if [ "$THREE_ONLY" = 1 ]; then
+  for p in "${NODES[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
+  exit 0
+fi
 
 # Half the three nodes' rate: each connection waits between requests so that
 # together they ask for rps/2 (as scripts/bench does for SQLite: a first paced
