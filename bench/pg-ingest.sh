@@ -29,12 +29,10 @@ new_database() {  # NAME : prints the URL of a new, empty database
   echo "$POSTERN_TEST_POSTGRES/$1"
 }
 
-# one NAME DB : a collector on DB, a warm-up, RUNS runs; prints "rps p99" medians.
+# one NAME DB [OPTION…] : a collector on DB, a warm-up, RUNS runs; prints "rps p99" medians.
 one() {
   new_store "$2"
-  local extra=()
-  [ -z "${NODE_ARGS_ON:-}" ] || extra=("${NODE_ARGS[@]}")
-  start "$1" "$BIN/postern" serve --db "$2" --listen 127.0.0.1:0 --rate-limit-ingest 0 "${extra[@]}"
+  start "$1" "$BIN/postern" serve --db "$2" --listen 127.0.0.1:0 --rate-limit-ingest 0 "${@:3}"
   load "$URL" >/dev/null
   : >"$WORK/$1.txt"
   for _ in $(seq "$RUNS"); do load "$URL" >>"$WORK/$1.txt"; done
@@ -49,7 +47,7 @@ echo "# Postern on PostgreSQL, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) cores, $
 if [ "$THREE_ONLY" != 1 ]; then
   read -r rps p99 non2xx < <(one lite "$WORK/lite.db")
   echo "SQLite, one node                rps=$rps p99_ms=$p99 non2xx=$non2xx"
-  read -r rps p99 non2xx < <(NODE_ARGS_ON=1 one pg1 "$(new_database bench_one)")
+  read -r rps p99 non2xx < <(one pg1 "$(new_database bench_one)" "${NODE_ARGS[@]}")
   echo "PostgreSQL, one node            rps=$rps p99_ms=$p99 non2xx=$non2xx"
 fi
 
@@ -93,8 +91,9 @@ echo "three nodes stored              $stored events, $dups stored twice"
 awk -v n=$((stored - stored0)) -v hz="$(getconf CLK_TCK)" -v pg=$((pg1 - pg0)) -v nodes=$((nodes1 - nodes0)) -v busy=$((busy1 - busy0)) -v all=$((all1 - all0)) \
   'BEGIN {k = 1e6 / hz / n; printf "three nodes CPU per 1000 events postgres=%.0f ms collectors=%.0f ms other=%.0f ms (PostgreSQL alone on %d cores: at most %.0f events/s), cores busy %.0f %%\n", pg * k, nodes * k, (busy - pg - nodes) * k, '"$(nproc)"', '"$(nproc)"' * 1e6 / (pg * k), 100 * busy / all}'
 
+stop_nodes() { for p in "${NODES[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done; }
 if [ "$THREE_ONLY" = 1 ]; then
-  for p in "${NODES[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
+  stop_nodes
   exit 0
 fi
 
@@ -114,7 +113,7 @@ delay=$(awk -v r="$full" -v c=$((CONNS * 3)) -v d="$delay" -v h="$h_rps" 'BEGIN 
 : >"$WORK/half.txt"
 for _ in $(seq "$RUNS"); do paced >>"$WORK/half.txt"; done
 echo "three nodes at half rate        rps=$(cut -d' ' -f1 "$WORK/half.txt" | median) p99_ms=$(cut -d' ' -f2 "$WORK/half.txt" | median) non2xx=$(awk '{s += $3} END {print s}' "$WORK/half.txt") (asked $(( ${full%.*} / 2 )); each connection paced at ${delay} ms)"
-for p in "${NODES[@]}"; do kill -TERM "$p"; wait "$p" 2>/dev/null || true; done
+stop_nodes
 [ "${BENCH_PG_EVENTS:-10000000}" = 0 ] && exit 0
 
 # Analytics on a large store: BENCH_PG_EVENTS (default 10 million) events over

@@ -217,11 +217,12 @@ impl PgConn {
         Ok(statement)
     }
 
-    /// Runs a group's last steps, sent at once and answered in one round trip:
-    /// the statements planned for their rows (`Step::Planned`, those without
-    /// rows skipped), then every `Step::InsertAll` as one statement (rows
-    /// inserted step by step, in the steps' order), then `COMMIT` when `commit`.
-    pub(crate) fn pipeline(&self, steps: Vec<Step<'_>>, commit: bool) -> Result<()> {
+    /// Runs a transaction's last steps and commits it, sent at once and
+    /// answered in one round trip: the statements planned for their rows
+    /// (`Step::Planned`, those without rows skipped), then every
+    /// `Step::InsertAll` as one statement (rows inserted step by step, in the
+    /// steps' order), then `COMMIT`.
+    pub(crate) fn pipeline_and_commit(&self, steps: Vec<Step<'_>>) -> Result<()> {
         let mut planned = Vec::new();
         let mut inserts = Vec::new();
         let mut insert_columns = Vec::new();
@@ -241,17 +242,15 @@ impl PgConn {
         type Answer<'f> = Pin<Box<dyn Future<Output = std::result::Result<(), tokio_postgres::Error>> + 'f>>;
         let mut queries: Vec<Answer<'_>> = Vec::new();
         for (text, columns, types) in &planned {
-            let params: Vec<(&(dyn ToSql + Sync), Type)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).zip(types.iter().cloned()).collect();
+            let params = typed_params(columns, types);
             queries.push(Box::pin(async move { self.client.query_typed(text, &params).await.map(drop) }));
         }
         if let Some(statement) = &insert {
             let params = array_params(&insert_columns);
             queries.push(Box::pin(async move { self.client.query(statement, &params).await.map(drop) }));
         }
-        if commit {
-            self.in_transaction.set(false);
-            queries.push(Box::pin(self.client.batch_execute("COMMIT")));
-        }
+        self.in_transaction.set(false);
+        queries.push(Box::pin(self.client.batch_execute("COMMIT")));
         // Every answer is read before the first error is returned: a COMMIT
         // after a failed statement ends the transaction without committing it.
         for result in self.wait(futures_util::future::join_all(queries)) {
@@ -274,8 +273,7 @@ impl PgConn {
     /// as it was when small, is never reused.
     pub(crate) fn query_columns_planned(&self, sql: &str, columns: Vec<Vec<Value>>) -> Result<Vec<tokio_postgres::Row>> {
         let (text, columns, types) = self.typed(sql, columns)?;
-        let params: Vec<(&(dyn ToSql + Sync), Type)> = columns.iter().map(|c| c as &(dyn ToSql + Sync)).zip(types).collect();
-        self.wait(self.client.query_typed(&text, &params)).map_err(Error::Postgres)
+        self.wait(self.client.query_typed(&text, &typed_params(&columns, &types))).map_err(Error::Postgres)
     }
 
     pub(crate) fn query(&self, s: &Statement, values: Vec<Value>) -> Result<RowReader<'_>> {
@@ -297,6 +295,11 @@ pub(crate) enum Step<'a> {
 /// Each column as one array parameter.
 fn array_params(columns: &[Vec<Value>]) -> Vec<&(dyn ToSql + Sync)> {
     columns.iter().map(|c| c as &(dyn ToSql + Sync)).collect()
+}
+
+/// Each column as one array parameter of its type, for `query_typed`.
+fn typed_params<'c>(columns: &'c [Vec<Value>], types: &[Type]) -> Vec<(&'c (dyn ToSql + Sync), Type)> {
+    array_params(columns).into_iter().zip(types.iter().cloned()).collect()
 }
 
 /// Rows (one value per parameter each) turned into one array per parameter;

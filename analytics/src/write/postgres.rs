@@ -327,5 +327,5 @@ fn write_events(conn: &db::Connection, names: &mut Names, events: &[(NewEvent, u
     ));
     // The rollup tables in one order on every node, each one's rows sorted.
     steps.extend(deltas.sorted_upserts().into_iter().map(|(sql, runs)| Step::InsertAll(sql, runs)));
-    pg.pipeline(steps, true)
+    pg.pipeline_and_commit(steps)
 }
