@@ -1,8 +1,8 @@
 // Postern's wall: the markup, styles, texts and focus trap of the dialog a
 // blocked visitor sees, as a module of its own that only blocked visitors
 // (and `forceDisplay()`) download. Whether and which wall to show is decided
-// by the SDK (the wasm): its kind, its variant, which allow-listing steps,
-// what each control does. This module draws it with the variant's and the
+// by the SDK (the wall's wasm, which this module carries): its kind, its
+// variant, which allow-listing steps, what each control does. This module draws it with the variant's and the
 // site's texts (what they leave out takes the defaults), link and colours,
 // and hands every click back.
 //
@@ -67,6 +67,17 @@ const hex = (v) => /^#[0-9a-f]{6}$/i.test(str(v));
 
 /** Only web links: a site's config must not be able to plant `javascript:`. */
 const webLink = (v) => /^(https?:\/\/|\/(?!\/))/.test(v);
+
+// The wall's wasm, one character per byte: the wall's behaviour (which wall,
+// which variant, what each control does), Rust compiled with the SDK and
+// split from its wasm; scripts/build-sdk writes it here (sdk-wasm/tools/embed-wasm.js).
+const WASM = '@WALL_WASM@';
+
+/**
+ * Instantiates the wall's wasm into the SDK's memory and function table (`x`:
+ * the SDK wasm's exports). The SDK shows a wall only once this has resolved.
+ */
+export const load = (x) => WebAssembly.instantiate(Uint8Array.from(WASM, (c) => c.charCodeAt(0)), { '': x });
 
 /**
  * Shows the wall. `o`: `{kind: 'hard'|'soft'|'banner', steps: 'extension'|'network'|'browser'|'unknown',

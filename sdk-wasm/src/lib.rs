@@ -7,12 +7,21 @@
 //! `dom` (browser helpers, page readiness, waits), `probe` (bait elements),
 //! `session`, `transport` (events, config, bait requests), `wall` and `error`.
 //!
-//! Every byte is downloaded by every visitor (DESIGN §4: ≤ 20 KB gzip with
-//! the glue), so on wasm32 the crate is `no_std`: a panic is a trap (no
-//! formatting machinery), the allocator is a small free list, and all
-//! asynchronous work runs as one future type (`Task`) on the SDK's own
-//! executor (`task`) and all DOM events reach one closure (`on_event`),
-//! because each distinct future or closure type adds its own bindings.
+//! The wall's behaviour (`Sdk::show_wall`, `Sdk::on_action`, `Sdk::rechecked`
+//! and what only they call) is compiled with the rest but shipped apart:
+//! `scripts/build-sdk` splits it into the wall's wasm (`sdk-wasm/split`),
+//! which the wall module carries and instantiates into this module's memory
+//! and table when a wall is to be shown: a visitor without a blocker never
+//! downloads it. Those functions stay `#[inline(never)]` so that the split
+//! finds them, and nothing calls them before the wall module has loaded
+//! (they would trap).
+//!
+//! Every byte is downloaded by every visitor (DESIGN §4), so on wasm32 the
+//! crate is `no_std`: a panic is a trap (no formatting machinery), the
+//! allocator is a small free list, and all asynchronous work runs as one
+//! future type (`Task`) on the SDK's own executor (`task`) and all DOM
+//! events reach one closure (`on_event`), because each distinct future or
+//! closure type adds its own bindings.
 
 #![cfg_attr(target_arch = "wasm32", no_std)]
 
@@ -193,13 +202,13 @@ async fn run(s: &'static Sdk, task: Task) -> JsValue {
         }
         Task::Check => {
             let v = s.detect().await;
-            s.act(v, false);
+            s.act(v, true);
             s.inflight.replace(None);
             return verdict_object(v).into();
         }
         Task::Recheck => {
             let v = s.detect().await;
-            s.act(v, true);
+            s.rechecked(v);
         }
         Task::Force => {
             let blocker = s.last_blocker.get().unwrap_or(BlockerType::Unknown);
@@ -260,7 +269,7 @@ struct Sdk {
     /// `init({keepUtm})`: `utm_*` parameters stay in `page_url`.
     keep_utm: bool,
     config: Slot<Option<SiteConfig>>,
-    /// The wall module: its file name beside the glue's, or (npm) a function that imports it.
+    /// (npm) A function that imports the wall module; undefined for the collector's.
     wall_module: JsValue,
     /// What a wall needs, `[config JSON or null, wall module or null]`, once asked for.
     wall_needs: Slot<Option<Promise>>,
@@ -280,7 +289,6 @@ impl Sdk {
         session_key.push_str(&opts.site_id);
         let stored = dom::load(&session_key).and_then(|s| Session::parse(&s));
         let session = Session::resume(stored, dom::now_ms(), dom::uuid_v4);
-        let wall_module = opts.wall.unwrap_or_else(|| JsValue::from_str(wall::MODULE));
 
         let sdk: &'static Sdk = alloc::boxed::Box::leak(alloc::boxed::Box::new(Sdk {
             site_id: opts.site_id,
@@ -291,7 +299,7 @@ impl Sdk {
             session_key,
             session: Slot::new(session),
             config: Slot::new(None),
-            wall_module,
+            wall_module: opts.wall.unwrap_or(JsValue::UNDEFINED),
             wall_needs: Slot::new(None),
             last_blocker: Cell::new(None),
             shown: Slot::new(None),
@@ -384,7 +392,10 @@ impl Sdk {
         p
     }
 
-    fn act(&'static self, v: Verdict, recheck: bool) {
+    /// What a verdict changes: the events it is the first of, and the wall
+    /// (shown for a blocker when `show`, taken down for a clean visitor
+    /// unless `forceDisplay` put it up).
+    fn act(&'static self, v: Verdict, show: bool) {
         if self.debug {
             web_sys::console::log_2(&JsValue::from_str("Postern verdict"), &verdict_object(v));
         }
@@ -395,11 +406,7 @@ impl Sdk {
                     self.set(ADBLOCK);
                     self.emit("adblock_detected", meta(None, Some(t)));
                 }
-                if recheck {
-                    let variant = self.shown_variant();
-                    self.emit("verification_failed", self.wall_meta(variant.as_deref(), Some(t)));
-                    self.note(wall::STILL_BLOCKED);
-                } else {
+                if show {
                     self.spawn(Task::Show(t));
                 }
             }
@@ -410,13 +417,27 @@ impl Sdk {
                     let v = self.shown_variant().unwrap_or_else(|| self.session.borrow().variant.clone());
                     self.emit("conversion_allowlist", meta(Some(&v).filter(|v| !v.is_empty()).map(|v| v.as_str()), None));
                 }
-                let forced = self.shown.borrow().as_ref().is_some_and(|s| s.forced);
-                if recheck || !forced {
+                if !self.shown.borrow().as_ref().is_some_and(|s| s.forced) {
                     self.shown.replace(None);
                 }
             }
-            Verdict::Undecided if recheck => self.note(wall::CANNOT_CHECK),
             Verdict::Undecided => {}
+        }
+    }
+
+    /// The verdict of "I have allowed this site": a wall is up. In the wall's wasm.
+    #[inline(never)]
+    fn rechecked(&'static self, v: Verdict) {
+        self.act(v, false);
+        match v {
+            Verdict::Blocked(t) => {
+                let variant = self.shown_variant();
+                self.emit("verification_failed", self.wall_meta(variant.as_deref(), Some(t)));
+                self.note(wall::STILL_BLOCKED);
+            }
+            // Even a wall `forceDisplay` put up.
+            Verdict::Clean => drop(self.shown.replace(None)),
+            Verdict::Undecided => self.note(wall::CANNOT_CHECK),
         }
     }
 
@@ -459,6 +480,9 @@ impl Sdk {
         (i < variants.len()).then(|| variants.swap_remove(i))
     }
 
+    /// In the wall's wasm (see the crate's doc): called only once `prefetch`
+    /// has resolved with the wall module, which has instantiated it.
+    #[inline(never)]
     fn show_wall(&'static self, module: &JsValue, blocker: BlockerType, forced: bool) {
         if self.shown.borrow().is_some() {
             return;
@@ -501,6 +525,8 @@ impl Sdk {
         }
     }
 
+    /// In the wall's wasm: only a wall on screen hands controls back.
+    #[inline(never)]
     fn on_action(&'static self, a: Action) {
         let Some(variant) = self.shown_variant() else { return };
         match a {

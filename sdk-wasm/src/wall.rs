@@ -14,13 +14,6 @@ use crate::config::Kind;
 use crate::detect::BlockerType;
 use crate::js;
 
-/// The wall module's file name under `/p/`: set by `scripts/build-sdk`,
-/// which names it after its content, before the wasm is compiled.
-pub const MODULE: &str = match option_env!("POSTERN_WALL") {
-    Some(name) => name,
-    None => "wall.js",
-};
-
 /// What the visitor did in the wall.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -56,21 +49,29 @@ fn kind_name(kind: Kind) -> &'static str {
 }
 
 // The collector serves the module beside the glue (`/p/`), whatever
-// `endpoint` the page gave (the wall editor's preview gives a sandbox path).
+// `endpoint` the page gave (the wall editor's preview gives a sandbox path):
+// `scripts/build-sdk` writes its content-hashed name in place of `@WALL@`
+// in the glue it serves (the wasm cannot hold it: the module names the
+// wall's wasm, which is split from this one). The module is ready once it
+// has instantiated the wall's wasm (`load`, given this module's exports).
 // Neither part rejects: a wall that cannot load is no wall, and a prefetch
 // nobody waits for must not log an unhandled rejection.
-#[wasm_bindgen(inline_js = "export function wallNeeds(e, site, m) {
+// A constant, not a literal in `new URL`: bundlers would copy a literal's
+// file (the npm package's index.js always gives `m`).
+#[wasm_bindgen(inline_js = "const WALL = '@WALL@';
+export function wallNeeds(e, site, m, x) {
   return Promise.all([
     fetch(e + '/v1/sdk/sites/' + site + '/config', { credentials: 'omit' }).then((r) => (r.ok ? r.json() : null)).catch(() => null),
-    (typeof m == 'function' ? m() : import(/* webpackIgnore: true */ /* @vite-ignore */ new URL(m, import.meta.url).href)).catch(() => null),
+    (typeof m == 'function' ? m() : import(/* webpackIgnore: true */ /* @vite-ignore */ new URL(WALL, import.meta.url).href)).then((w) => w.load(x).then(() => w)).catch(() => null),
   ]);
 }")]
 extern "C" {
     /// `[the site config's JSON (`GET /v1/sdk/sites/:id/config` under the
-    /// collector's base URL) or null, the wall module or null]`: `m` is the
-    /// module's file name beside the glue, or (the npm package) a function that imports it.
+    /// collector's base URL) or null, the wall module or null]`: `m` is
+    /// (the npm package) a function that imports the module, or undefined
+    /// for the collector's file; `x` the SDK's wasm exports.
     #[wasm_bindgen(js_name = wallNeeds)]
-    fn wall_needs(base: &JsValue, site_id: &str, m: &JsValue) -> Promise;
+    fn wall_needs(base: &JsValue, site_id: &str, m: &JsValue, x: &JsValue) -> Promise;
 
     /// The wall module's namespace.
     pub type Module;
@@ -90,9 +91,10 @@ extern "C" {
     fn close(this: &Handle);
 }
 
-/// Starts loading what a wall needs: the site's config and the wall module.
+/// Starts loading what a wall needs: the site's config, the wall module and
+/// the wall's wasm (see `Sdk::show_wall`).
 pub fn needs(base: &JsValue, site_id: &str, module: &JsValue) -> Promise {
-    wall_needs(base, site_id, module)
+    wall_needs(base, site_id, module, &wasm_bindgen::exports())
 }
 
 /// A wall on screen. Dropping it removes it and gives the page back its scrolling.
@@ -147,8 +149,4 @@ mod tests {
         assert_eq!(Action::parse("close"), None);
     }
 
-    #[test]
-    fn the_module_name_is_a_js_file() {
-        assert!(MODULE.ends_with(".js") && !MODULE.contains('/'));
-    }
 }

@@ -1,5 +1,5 @@
 // Blanks the texts in the wasm's data that nothing can read any more:
-//   node dead-data.js served.wasm
+//   node dead-data.js served.wasm [wall.wasm…]
 // With `--traps-never-happen` wasm-opt deletes the code that led to a trap
 // (an allocation failure, a `RefCell` misuse, an `async fn` polled after it
 // ended…), but never the panic messages that code would have formatted: data
@@ -24,7 +24,8 @@ const { execFileSync } = require('node:child_process');
 const { readUleb, readSleb } = require('./leb');
 
 const REACH = 512;
-const [wasmPath] = process.argv.slice(2);
+// Further modules that share the memory (the wall's wasm): their code's addresses count too.
+const [wasmPath, ...sharing] = process.argv.slice(2);
 const wasm = fs.readFileSync(wasmPath);
 
 const uleb = (pos) => readUleb(wasm, pos);
@@ -75,7 +76,7 @@ function charLen(at, end) {
 
 const segs = segments();
 const wasmDis = path.join(__dirname, '../../node_modules/.bin/wasm-dis');
-const wat = execFileSync(wasmDis, [wasmPath], { maxBuffer: 1 << 28 }).toString();
+const wat = [wasmPath, ...sharing].map((w) => execFileSync(wasmDis, [w], { maxBuffer: 1 << 28 }).toString()).join('\n');
 const roots = [];
 for (const m of wat.matchAll(/i32\.const (-?\d+)|offset=(\d+)|i64\.const (-?\d+)/g)) {
   if (m[1] !== undefined) roots.push(Number(m[1]) >>> 0);

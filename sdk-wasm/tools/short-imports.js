@@ -8,8 +8,9 @@
 // closure shims `wasm_bindgen__convert__closures_____invoke__<hash>`, the
 // allocator) are only read by the glue as `wasm.<name>`: they become `A`,
 // `B`, … the same way, except `__postern_*`, which the SDK itself looks up
-// by name. scripts/build-sdk runs it on the npm package's wasm
-// and glue, which the collector serves too (tools.test.js checks it).
+// by name, and `$*`, which the wall's wasm imports by name (already short).
+// scripts/build-sdk runs it on the npm package's wasm and glue, which the
+// collector serves too (tools.test.js checks it).
 // binaryen's own `--minify-imports-and-exports-and-modules` does the wasm's
 // half (the glue would still need renaming from its mapping), but it keeps
 // the exports the glue never reads and names in another order: +84 B gzip,
@@ -81,11 +82,12 @@ function exportSection(start, end) {
     p += len;
     // An export is its kind (one byte) and an index.
     const descEnd = readUleb(wasm, p + 1)[1];
-    const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
-    if (field.startsWith('__postern_')) {
-      // The SDK reads it from the instance's exports by this name (task.rs's `resumer`).
+    if (field.startsWith('__postern_') || /^[^A-Za-z_]/.test(field)) {
+      // The SDK reads it from the instance's exports by this name (task.rs's
+      // `resumer`), or the wall's wasm imports it by this short name (sdk-wasm/split).
       body.push(name(field), wasm.subarray(p, descEnd));
-    } else if (uses.test(glue)) {
+    } else if (new RegExp(`\\bwasm\\.${field}\\b`).test(glue)) {
+      const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
       const short = shortName(body.length / 2);
       glue = glue.replace(uses, `wasm.${short}`);
       body.push(name(short), wasm.subarray(p, descEnd));

@@ -3,12 +3,15 @@
 // wasm-bindgen's glue, before any of these steps):
 //  - short-imports.js renames the wasm's imports and exports and the glue with
 //    them, and changes nothing else: the renamed wasm links against the
-//    renamed glue's imports;
-//  - dead-data.js blanks only unreachable text: every string the code (or a
-//    pointer held in data) points at is the same before and after, and nothing
-//    but data bytes changes;
+//    renamed glue's imports, and the wall's wasm (split from it by
+//    sdk-wasm/split) against the renamed wasm's exports, filling its slots;
+//  - dead-data.js blanks only unreachable text: every string the code of
+//    either wasm (or a pointer held in data) points at is the same before and
+//    after, and nothing but data bytes changes;
 //  - served-glue.js keeps the loader's API and the imports, and its string
 //    passing writes the same bytes into the wasm's memory as wasm-bindgen's.
+//  - embed-wasm.js writes the wall's wasm into the wall module so that it
+//    decodes byte for byte, and the module's `load` fills the SDK wasm's slots.
 'use strict';
 
 const { test } = require('node:test');
@@ -27,7 +30,7 @@ const WASM_DIS = path.join(ROOT, 'node_modules/.bin/wasm-dis');
 
 /** Copies of the build's intermediate files in a fresh directory. */
 function stage() {
-  for (const f of ['optimized.wasm', 'wasm-bindgen.js']) {
+  for (const f of ['optimized.wasm', 'wall.wasm', 'wasm-bindgen.js']) {
     if (!fs.existsSync(path.join(STAGES, f))) throw new Error(`${path.join(STAGES, f)} is missing: run scripts/build-sdk first`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'postern-tools-'));
@@ -37,7 +40,7 @@ function stage() {
   fs.copyFileSync(path.join(STAGES, 'wasm-bindgen.js'), glue);
   // The glue imports its JS snippets (the wall module's import) from beside it.
   fs.cpSync(path.join(STAGES, 'snippets'), path.join(dir, 'snippets'), { recursive: true });
-  return { dir, wasm, glue };
+  return { dir, wasm, glue, wall: path.join(STAGES, 'wall.wasm') };
 }
 
 const tool = (name, ...args) => execFileSync('node', [path.join(__dirname, name), ...args], { stdio: 'pipe', encoding: 'utf8' });
@@ -95,11 +98,15 @@ test('short-imports: short names, consistent in the wasm and the glue, and nothi
     assert.ok(!glue.includes(i.name), `${i.name} is gone from the glue`);
   }
 
-  // Every export the glue reads exists; every export left is read.
+  // Every export the glue reads exists; every export left is read by the
+  // glue or imported by the wall's wasm, under the name it had.
   const exported = new Set(WebAssembly.Module.exports(mAfter).map((e) => e.name));
   const read = new Set([...glue.matchAll(/\bwasm\.(\w+)/g)].map((m) => m[1]));
+  const wall = new WebAssembly.Module(fs.readFileSync(s.wall));
+  const forWall = WebAssembly.Module.imports(wall).map((i) => i.name);
+  assert.ok(forWall.length > 10 && WebAssembly.Module.imports(wall).every((i) => i.module === '' && /^[^A-Za-z_]/.test(i.name)), 'the wall imports from the SDK wasm');
   assert.deepEqual([...read].sort(), [...exported].filter((e) => read.has(e)).sort());
-  assert.deepEqual([...exported].filter((e) => !read.has(e)), [], 'no export the glue does not read');
+  assert.deepEqual([...exported].filter((e) => !read.has(e)).sort(), [...forWall].sort(), 'no export the glue does not read but what the wall imports');
   assert.equal(read.size, new Set([...glueBefore.matchAll(/\bwasm\.(\w+)/g)].map((m) => m[1])).size, 'one new name per export read');
   // The SDK looks its own `__postern_*` exports up by name (task.rs's `resumer`).
   const own = WebAssembly.Module.exports(mBefore).map((e) => e.name).filter((n) => n.startsWith('__postern_'));
@@ -110,8 +117,19 @@ test('short-imports: short names, consistent in the wasm and the glue, and nothi
   const body = (buf) => sections(buf).filter((x) => x.id !== 2 && x.id !== 7).map((x) => buf.subarray(x.start, x.end).toString('hex'));
   assert.deepEqual(body(after), body(before));
 
-  // The renamed wasm links against the renamed glue's imports.
-  new WebAssembly.Instance(mAfter, await glueImports(s.glue));
+  // The renamed wasm links against the renamed glue's imports, and the wall's
+  // wasm against its exports: it fills the slots its functions are called
+  // through (empty until then) and nothing else.
+  const sdk = new WebAssembly.Instance(mAfter, await glueImports(s.glue));
+  const table = sdk.exports[forWall.find((n) => sdk.exports[n] instanceof WebAssembly.Table && sdk.exports[n].get(1) instanceof Function)];
+  const slots = () => Array.from({ length: table.length }, (_, i) => table.get(i));
+  const empty = (list) => list.flatMap((f, i) => (f === null && i > 0 ? [i] : []));
+  const before_ = slots();
+  assert.ok(empty(before_).length >= 3, `the wall's slots are empty before it loads: ${empty(before_)}`);
+  new WebAssembly.Instance(wall, { '': sdk.exports });
+  const after_ = slots();
+  assert.deepEqual(empty(after_), [], 'every slot is filled once the wall is loaded');
+  assert.ok(before_.every((f, i) => f === null || f === after_[i]), 'the other slots are unchanged');
 });
 
 test('short-imports refuses a glue it does not understand', (t) => {
@@ -170,7 +188,7 @@ test('dead-data: only unreferenced text is blanked; every string the SDK points 
   const s = stage();
   t.after(() => fs.rmSync(s.dir, { recursive: true, force: true }));
   const before = fs.readFileSync(s.wasm);
-  const report = execFileSync('node', [path.join(__dirname, 'dead-data.js'), s.wasm], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const report = execFileSync('node', [path.join(__dirname, 'dead-data.js'), s.wasm, s.wall], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
   const after = fs.readFileSync(s.wasm);
   assert.equal(after.length, before.length);
 
@@ -188,7 +206,7 @@ test('dead-data: only unreferenced text is blanked; every string the SDK points 
 
   // The strings the SDK uses: the text at every address held by the code, or
   // held as a 4-byte word in the data, is the same before and after.
-  const addresses = codeAddresses(path.join(STAGES, 'optimized.wasm'));
+  const addresses = new Set([...codeAddresses(path.join(STAGES, 'optimized.wasm')), ...codeAddresses(s.wall)]);
   for (const g of segs) for (let i = 0; i + 4 <= g.len; i++) addresses.add(before.readUInt32LE(g.off + i));
   const isText = (b) => b === 0x09 || b === 0x0a || (b >= 0x20 && b !== 0x7f);
   const textAt = (buf, addr) => {
@@ -249,4 +267,37 @@ test('served-glue: the loader\'s API and the imports kept, and strings passed in
     assert.deepEqual(served(text), wasmBindgen(text), JSON.stringify(text));
     assert.deepEqual(served(text), Array.from(Buffer.from(text, 'utf8')), JSON.stringify(text));
   }
+});
+
+test('embed-wasm: the wall module carries the wall\'s wasm byte for byte, and loads it into the SDK\'s wasm', async (t) => {
+  const s = stage();
+  t.after(() => fs.rmSync(s.dir, { recursive: true, force: true }));
+  tool('short-imports.js', s.wasm, s.glue);
+  const wall = path.join(s.dir, 'wall.mjs');
+  fs.copyFileSync(path.join(__dirname, '../js/wall.js'), wall);
+  tool('embed-wasm.js', s.wall, wall);
+  const text = fs.readFileSync(wall, 'utf8');
+  assert.ok(!text.includes('@WALL_WASM@'));
+  // Every byte value there is, through the same escapes: decoded exactly.
+  const all = path.join(s.dir, 'all.bin');
+  fs.writeFileSync(all, Buffer.from(Array.from({ length: 512 }, (_, i) => i % 256)));
+  const probe = path.join(s.dir, 'probe.mjs');
+  fs.writeFileSync(probe, "const WASM = '@WALL_WASM@'; export const bytes = Uint8Array.from(WASM, (c) => c.charCodeAt(0));\n");
+  tool('embed-wasm.js', all, probe);
+  const { bytes } = await import(pathToFileURL(probe).href);
+  assert.deepEqual(Buffer.from(bytes), fs.readFileSync(all));
+  // A module without the placeholder, or with two, is refused.
+  fs.writeFileSync(probe, 'export const x = 1;\n');
+  assert.throws(() => tool('embed-wasm.js', all, probe), /0 '@WALL_WASM@' strings/);
+
+  // The module's own `load` instantiates the wall's wasm into a live SDK wasm:
+  // the slots the wall's functions are called through are filled.
+  const sdk = new WebAssembly.Instance(new WebAssembly.Module(fs.readFileSync(s.wasm)), await glueImports(s.glue));
+  const table = Object.values(sdk.exports).find((v) => v instanceof WebAssembly.Table && v.get(1) instanceof Function);
+  const empty = () => Array.from({ length: table.length }, (_, i) => table.get(i)).flatMap((f, i) => (f === null && i > 0 ? [i] : []));
+  assert.ok(empty().length >= 3);
+  const { load } = await import(pathToFileURL(wall).href);
+  const { instance } = await load(sdk.exports);
+  assert.ok(instance instanceof WebAssembly.Instance);
+  assert.deepEqual(empty(), []);
 });

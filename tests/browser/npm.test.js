@@ -7,7 +7,8 @@
 // which cannot follow it, takes one option too (the wasm imported from
 // `postern-sdk/postern_sdk_bg.wasm` with the `file` loader, passed as
 // `wasmUrl`). The package's types are checked with tsc against a typed
-// consumer, and the wasm each bundler ships is the script tag's.
+// consumer, and the wasm each bundler ships is the script tag's (the wall's
+// wasm is in the wall module, a chunk each bundler splits off).
 'use strict';
 
 const { test, before, after } = require('node:test');
