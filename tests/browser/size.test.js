@@ -15,11 +15,12 @@ const h = require('./harness');
 
 const LOADER_BUDGET = 1000;
 // DESIGN §4's target for a visitor without a blocker is 12 KB (1 KB = 1000 B);
-// the SDK is not there yet: 13,752 B measured at commit 1a11693 (its DOM and
-// network calls JS helpers, the verdict, session, variant, queue and wall
-// logic staying in Rust, its job table kept safe Rust). This budget is that
-// figure with a little slack (the hashed names vary), and it only ever goes down.
-const CLEAN_BUDGET = 13790;
+// the SDK is not there yet: 12,288 B measured at commit 6789da7 (its DOM and
+// network calls JS helpers, the verdict, session, queue and wall logic staying
+// in Rust, the wall's in a wasm of its own, its job table kept safe Rust).
+// This budget is that figure with a little slack (the hashed names vary), and
+// it only ever goes down.
+const CLEAN_BUDGET = 12330;
 // DESIGN §4's target for a blocked visitor, wall module and config included (met).
 const BLOCKED_BUDGET = 20000;
 
