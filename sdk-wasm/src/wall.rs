@@ -51,7 +51,7 @@ fn kind_name(kind: Kind) -> &'static str {
 // The collector serves the module beside the glue (`/p/`), whatever
 // `endpoint` the page gave (the wall editor's preview gives a sandbox path):
 // `scripts/build-sdk` writes its content-hashed name in place of `@WALL@`
-// in the glue it serves (the wasm cannot hold it: the module names the
+// in the glue it serves (the wasm cannot hold it: the module carries the
 // wall's wasm, which is split from this one). The module is ready once it
 // has instantiated the wall's wasm (`load`, given this module's exports).
 // Neither part rejects: a wall that cannot load is no wall, and a prefetch
