@@ -2,9 +2,9 @@
 // blocked visitor sees, as a module of its own that only blocked visitors
 // (and `forceDisplay()`) download. Whether and which wall to show is decided
 // by the SDK (the wall's wasm, which this module carries): its kind, its
-// variant, which allow-listing steps, what each control does. This module draws it with the variant's and the
-// site's texts (what they leave out takes the defaults), link and colours,
-// and hands every click back.
+// variant, which allow-listing steps, what each control does. This module
+// draws it with the variant's and the site's texts (what they leave out takes
+// the defaults), link and colours, and hands every click back.
 //
 // Safe under a strict CSP and Trusted Types: no markup is parsed (nodes are
 // built with createElement and textContent, so the site's texts stay text),

@@ -8,7 +8,8 @@
 // closure shims `wasm_bindgen__convert__closures_____invoke__<hash>`, the
 // allocator) are only read by the glue as `wasm.<name>`: they become `A`,
 // `B`, … the same way, except `__postern_*`, which the SDK itself looks up
-// by name, and `$*`, which the wall's wasm imports by name (already short).
+// by name, and the names that do not start with a letter or `_`, which the
+// wall's wasm imports by name (already short).
 // scripts/build-sdk runs it on the npm package's wasm and glue, which the
 // collector serves too (tools.test.js checks it).
 // binaryen's own `--minify-imports-and-exports-and-modules` does the wasm's
@@ -82,12 +83,14 @@ function exportSection(start, end) {
     p += len;
     // An export is its kind (one byte) and an index.
     const descEnd = readUleb(wasm, p + 1)[1];
-    if (field.startsWith('__postern_') || /^[^A-Za-z_]/.test(field)) {
-      // The SDK reads it from the instance's exports by this name (task.rs's
-      // `resumer`), or the wall's wasm imports it by this short name (sdk-wasm/split).
+    // The SDK reads `__postern_*` from the instance's exports by this name
+    // (task.rs's `resumer`); the wall's wasm imports the names that do not
+    // start with a letter or `_` (sdk-wasm/split), already short.
+    const kept = field.startsWith('__postern_') || /^[^A-Za-z_]/.test(field);
+    const uses = kept ? null : new RegExp(`\\bwasm\\.${field}\\b`, 'g');
+    if (kept) {
       body.push(name(field), wasm.subarray(p, descEnd));
-    } else if (new RegExp(`\\bwasm\\.${field}\\b`).test(glue)) {
-      const uses = new RegExp(`\\bwasm\\.${field}\\b`, 'g');
+    } else if (uses.test(glue)) {
       const short = shortName(body.length / 2);
       glue = glue.replace(uses, `wasm.${short}`);
       body.push(name(short), wasm.subarray(p, descEnd));
